@@ -1,0 +1,48 @@
+"""What adapters see of the core: one small protocol, so adapters hold no memory or tool logic.
+
+`bot.app.BotApp` implements it. Adapters translate platform events into `IncomingMessage` /
+`CommandRequest` and render `ReplySink` calls / `CommandReply` back onto the platform.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot.messages import IncomingMessage, ReplySink
+
+
+@dataclass(frozen=True, slots=True)
+class CommandRequest:
+    """A slash command: `/memory forget all` is command="memory", text="forget all"."""
+
+    platform: str
+    team: str
+    channel: str
+    user: str
+    command: str  # "memory" | "tools" (without the slash)
+    text: str
+    is_platform_admin: bool = False  # the adapter's own check (Slack users.info is_admin/is_owner)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandReply:
+    """Text to show only to the person who ran the command (ephemeral)."""
+
+    text: str
+    ok: bool = True
+
+
+class BotCore(Protocol):
+    async def handle_message(self, message: IncomingMessage, sink: ReplySink) -> None:
+        """Run one turn (serialised per session) and drive `sink`. Never raises for bad input."""
+
+    async def handle_command(self, request: CommandRequest) -> CommandReply: ...
+
+    async def first_delivery(self, event_id: str) -> bool:
+        """True the first time an event id is seen (across processes, via the cache's SET NX)."""
+
+    async def health(self) -> dict[str, bool]:
+        """Component -> reachable; used by /healthz and `bot doctor`."""
+
+    async def close(self) -> None: ...

@@ -1,0 +1,81 @@
+"""Scoping keys. Every store query takes one of these, so "no key" can never mean "everything".
+
+A key refuses empty parts at construction: a missing team or user id is a bug upstream, and
+failing loudly here is what keeps one person's data out of another's context.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_SEP = ":"
+
+
+def _check(kind: str, **parts: str | None) -> None:
+    for name, value in parts.items():
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"{kind}.{name} must be a non-empty string, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class TeamKey:
+    """A workspace (Slack team) or guild (Discord); tool installs belong here."""
+
+    platform: str
+    team: str
+
+    def __post_init__(self) -> None:
+        _check("TeamKey", platform=self.platform, team=self.team)
+
+    @property
+    def id(self) -> str:
+        return _SEP.join((self.platform, self.team))
+
+
+@dataclass(frozen=True, slots=True)
+class PersonKey:
+    """One person: platform + team/guild + user id. Long-term facts belong to a PersonKey."""
+
+    platform: str
+    team: str
+    user: str
+
+    def __post_init__(self) -> None:
+        _check("PersonKey", platform=self.platform, team=self.team, user=self.user)
+
+    @property
+    def id(self) -> str:
+        return _SEP.join((self.platform, self.team, self.user))
+
+    @property
+    def team_key(self) -> TeamKey:
+        return TeamKey(self.platform, self.team)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionKey:
+    """One conversation place: platform + team + channel + thread (None for a DM or a channel)."""
+
+    platform: str
+    team: str
+    channel: str
+    thread: str | None = None
+
+    def __post_init__(self) -> None:
+        _check(
+            "SessionKey",
+            platform=self.platform,
+            team=self.team,
+            channel=self.channel,
+            thread=self.thread,
+        )
+
+    @property
+    def id(self) -> str:
+        return _SEP.join((self.platform, self.team, self.channel, self.thread or "-"))
+
+    @property
+    def team_key(self) -> TeamKey:
+        return TeamKey(self.platform, self.team)

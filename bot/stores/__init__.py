@@ -1,0 +1,1 @@
+"""Durable stores and caches behind small protocols (see `bot.stores.protocols`)."""

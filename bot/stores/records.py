@@ -1,0 +1,113 @@
+"""Records the stores keep. Each carries `schema_version`; readers upgrade older versions.
+
+These are plain pydantic models so both backends (SQLite rows holding JSON, MongoDB documents)
+serialise them the same way with `model_dump(mode="json")` / `model_validate`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+Role = Literal["user", "assistant", "tool"]
+FactSource = Literal["user", "tool", "consolidation"]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    schema_version: int = SCHEMA_VERSION
+
+
+class NewMessage(BaseModel):
+    """A message to append; the store assigns `seq` and `created_at`.
+
+    `speaker` is the person id (PersonKey.id) whose turn this message belongs to: the user's
+    own message, and the assistant replies, tool calls and tool results made in answer to it.
+    That is what lets `/memory forget all` erase a person's turns and nothing else.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Role
+    content: str = ""
+    speaker: str
+    turn_id: str
+    name: str | None = None  # tool name for role="tool", display name for role="user"
+    tool_call_id: str | None = None  # for role="tool"
+    tool_calls: list[dict[str, Any]] | None = None  # for role="assistant" requesting tools
+    from_tool: bool = False  # content is tool data, not something a person said
+    tokens: int = 0  # token count of the content as sent to the model (cached for budgeting)
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class StoredMessage(NewMessage, _Record):
+    model_config = ConfigDict(extra="ignore")
+
+    session: str  # SessionKey.id
+    seq: int  # 1, 2, 3 ... per session, strictly increasing, assigned by the store
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class PinnedFact(BaseModel):
+    text: str
+    speaker: str
+    seq: int = 0  # message the fact came from
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class SessionState(_Record):
+    """Per-session memory state: rolling summary, pinned key facts, counters."""
+
+    session: str
+    summary: str = ""
+    summary_upto_seq: int = 0  # messages with seq <= this are folded into `summary`
+    summary_speakers: list[str] = Field(default_factory=list)  # people whose turns it draws on
+    pinned: list[PinnedFact] = Field(default_factory=list)
+    last_seq: int = 0
+    summary_failures: int = 0
+    version: int = 0  # optimistic-concurrency counter, bumped by every successful put
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class Fact(_Record):
+    """A long-term fact about one person ("allergic to peanuts")."""
+
+    id: str  # short id shown to users, unique per person
+    person: str  # PersonKey.id
+    text: str
+    source: FactSource = "user"
+    session: str | None = None  # where it was stated
+    source_ref: str | None = None  # e.g. message seq or tool call id
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ToolInstall(_Record):
+    """A tool pack installed in one workspace/guild. `config` may hold secrets: never log it."""
+
+    team: str  # TeamKey.id
+    pack: str
+    config: dict[str, str] = Field(default_factory=dict)
+    installed_by: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ToolCallLog(_Record):
+    """A raw record of one tool call, kept 7 days for tracing."""
+
+    call_id: str
+    session: str
+    speaker: str
+    tool: str
+    arguments: str
+    outcome: str
+    duration_ms: float
+    result_size: int
+    created_at: datetime = Field(default_factory=utcnow)

@@ -1,0 +1,1 @@
+"""The tool engine (declaration, schema, validation, execution) and installable tool packs."""
