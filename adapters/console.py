@@ -1,0 +1,95 @@
+"""Console adapter: `bot chat`. Talks to the same core as Slack and Discord.
+
+On a terminal it shows a prompt and streams the reply as it arrives; when stdin is not a terminal
+it reads one message per line and prints one reply per message (so scripts can drive it). Lines
+starting with `/memory` or `/tools` run the slash commands; the person at the terminal runs the
+bot process, so they count as its admin for `/tools install|remove`. `--user` and `--channel` name who is
+speaking and where, so several people and places can be simulated in one script.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from dataclasses import dataclass
+from typing import TextIO
+
+from bot.core import BotCore, CommandRequest
+from bot.messages import IncomingMessage
+
+PLATFORM = "console"
+TEAM = "local"
+
+
+@dataclass
+class ConsoleSink:
+    """Prints the reply: streamed on a terminal, whole otherwise."""
+
+    out: TextIO
+    stream: bool
+    _streamed: bool = False
+
+    async def working(self) -> None:
+        return None
+
+    async def delta(self, text: str) -> None:
+        if self.stream:
+            if not self._streamed:
+                self.out.write("bot> ")
+            self._streamed = True
+            self.out.write(text)
+            self.out.flush()
+
+    async def finish(self, text: str, *, error: bool = False) -> None:
+        if self._streamed and not error:
+            self.out.write("\n")
+        else:
+            if self._streamed:
+                self.out.write("\n")
+            self.out.write(f"bot> {text}\n" if self.stream else f"{text}\n")
+        self.out.flush()
+
+
+async def _read_line(interactive: bool) -> str | None:
+    if interactive:
+        try:
+            return await asyncio.to_thread(input, "you> ")
+        except EOFError:
+            return None
+    line = await asyncio.to_thread(sys.stdin.readline)
+    return line if line else None
+
+
+async def run_console(
+    core: BotCore, *, user: str, channel: str, thread: str | None = None, out: TextIO = sys.stdout
+) -> int:
+    """Read messages until EOF; returns the process exit code."""
+    interactive = sys.stdin.isatty()
+    while True:
+        line = await _read_line(interactive)
+        if line is None:
+            return 0
+        text = line.strip()
+        if not text:
+            continue
+        if text in ("/quit", "/exit"):
+            return 0
+        if text.startswith(("/memory", "/tools")):
+            command, _, rest = text[1:].partition(" ")
+            reply = await core.handle_command(
+                CommandRequest(PLATFORM, TEAM, channel, user, command, rest, is_platform_admin=True)
+            )
+            out.write(reply.text + "\n")
+            out.flush()
+            continue
+        message = IncomingMessage(
+            platform=PLATFORM,
+            team=TEAM,
+            channel=channel,
+            thread=thread,
+            user=user,
+            text=text,
+            user_name=user,
+            is_dm=True,
+        )
+        await core.handle_message(message, ConsoleSink(out=out, stream=interactive))

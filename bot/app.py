@@ -1,0 +1,232 @@
+"""BotApp: the core wired together, implementing `bot.core.BotCore` for every adapter.
+
+It owns the per-session ordering (one turn at a time per session, in arrival order, across
+processes through the cache's lock), the background summarisation tasks (never on the reply path)
+and the per-team toolbox (the built-in `remember` tool plus the packs installed in that team).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from bot.commands import CommandHandler
+from bot.config import Settings
+from bot.core import CommandReply, CommandRequest
+from bot.keys import SessionKey
+from bot.memory.context import ContextBuilder
+from bot.memory.session import CompressionPolicy, SessionMemory
+from bot.messages import IncomingMessage, ReplySink
+from bot.model import ModelClient
+from bot.stores.factory import open_cache, open_store
+from bot.stores.protocols import Cache, LockTimeout, Store
+from bot.tokens import TokenCounter
+from bot.toolbox import ToolboxFactory, pack_catalog
+from bot.turn import TurnResult, TurnRunner
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_CHARS = 20_000
+BUSY_REPLY = "I'm still working on an earlier message here — please try again in a moment."
+EMPTY_MESSAGE_REPLY = "Did you mean to say something? I got an empty message."
+SUMMARY_RETRY_AFTER = 30.0  # seconds before retrying a failed summary of the same session
+
+
+class StartupError(Exception):
+    """A store or cache could not be opened; the message is one line for the operator."""
+
+
+@dataclass
+class _Background:
+    tasks: set[asyncio.Task[None]]
+    running: dict[str, asyncio.Task[None]]
+    retry_at: dict[str, float]
+
+
+class BotApp:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: Store,
+        cache: Cache,
+        model: ModelClient,
+        summary_model: ModelClient | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.cache = cache
+        self.model = model
+        self.summary_model = summary_model or model
+        self.counter = TokenCounter(settings.bot_model)
+        budget = settings.bot_context_tokens
+        reply_tokens = min(settings.bot_reply_tokens, budget // 4)
+        self.builder = ContextBuilder(self.counter, budget=budget, reply_tokens=reply_tokens)
+        self.memory = SessionMemory(
+            store,
+            cache,
+            self.counter,
+            CompressionPolicy.for_budget(budget, reply_tokens),
+            idle_ttl=settings.bot_session_ttl,
+        )
+        self.toolboxes = ToolboxFactory(settings, store=store, cache=cache)
+        self.runner = TurnRunner(
+            model=model,
+            memory=self.memory,
+            facts=store,
+            builder=self.builder,
+            max_rounds=settings.bot_max_tool_rounds,
+            turn_timeout=settings.bot_turn_timeout,
+        )
+        self.commands = CommandHandler(
+            store, pack_catalog(), admins=settings.admin_ids, on_erased=self._forget_hot
+        )
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._bg = _Background(set(), {}, {})
+
+    # BotCore ---------------------------------------------------------------------------------
+
+    async def handle_message(self, message: IncomingMessage, sink: ReplySink) -> None:
+        await self.run_turn(message, sink)
+
+    async def run_turn(self, message: IncomingMessage, sink: ReplySink) -> TurnResult | None:
+        """Like handle_message, returning the turn's record (tests and benchmarks read it)."""
+        if not message.text.strip():
+            await sink.finish(EMPTY_MESSAGE_REPLY)
+            return None
+        if len(message.text) > MAX_MESSAGE_CHARS:
+            cut = message.text[:MAX_MESSAGE_CHARS] + "\n…[message too long: the rest was cut]"
+            message = _replace_text(message, cut)
+        session = message.session
+        try:
+            async with self._session_turn(session):
+                toolbox = await self.toolboxes.for_team(session.team_key)
+                result = await self.runner.run(message, toolbox, sink)
+        except LockTimeout:
+            await sink.finish(BUSY_REPLY, error=True)
+            return None
+        if result.needs_compression:
+            self.schedule_compression(session)
+        return result
+
+    async def handle_command(self, request: CommandRequest) -> CommandReply:
+        return await self.commands.handle(request)
+
+    async def first_delivery(self, event_id: str) -> bool:
+        return await self.cache.set_nx(f"event:{event_id}", ttl=24 * 3600)
+
+    async def health(self) -> dict[str, bool]:
+        async def check(coro: object) -> bool:
+            try:
+                return bool(await asyncio.wait_for(coro, timeout=3.0))  # type: ignore[arg-type]
+            except Exception:
+                return False
+
+        store_ok, cache_ok = await asyncio.gather(
+            check(self.store.ping()), check(self.cache.ping())
+        )
+        return {"store": store_ok, "cache": cache_ok}
+
+    async def close(self) -> None:
+        await self.drain(timeout=30.0)
+        await self.toolboxes.close()
+        await self.model.close()
+        if self.summary_model is not self.model:
+            await self.summary_model.close()
+        await self.cache.close()
+        await self.store.close()
+
+    # ordering --------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _session_turn(self, session: SessionKey) -> AsyncIterator[None]:
+        """In-process FIFO lock first (cheap, fair), then the cross-process cache lock."""
+        local = self._locks.setdefault(session.id, asyncio.Lock())
+        timeout = self.settings.bot_turn_timeout
+        async with local:
+            try:
+                async with self.cache.lock(
+                    f"lock:session:{session.id}", ttl=timeout + 30, wait=timeout
+                ):
+                    yield
+            finally:
+                if not local._waiters and self._locks.get(session.id) is local:  # noqa: SLF001
+                    self._locks.pop(session.id, None)
+
+    # background summarisation ----------------------------------------------------------------
+
+    def schedule_compression(self, session: SessionKey) -> None:
+        if session.id in self._bg.running:
+            return
+        if time.monotonic() < self._bg.retry_at.get(session.id, 0.0):
+            return
+        task = asyncio.create_task(self._compress(session), name=f"summary:{session.id}")
+        self._bg.running[session.id] = task
+        self._bg.tasks.add(task)
+
+        def done(t: asyncio.Task[None]) -> None:
+            self._bg.tasks.discard(t)
+            self._bg.running.pop(session.id, None)
+
+        task.add_done_callback(done)
+
+    async def _compress(self, session: SessionKey) -> None:
+        async def summarise(messages: list[dict[str, object]], fmt: dict[str, object]) -> str:
+            response = await self.summary_model.complete(
+                messages,  # type: ignore[arg-type]
+                response_format=fmt,  # type: ignore[arg-type]
+                max_tokens=self.memory.policy.summary_tokens * 2,
+            )
+            return response.content
+
+        try:
+            ok = await self.memory.compress(session, summarise)
+        except Exception:
+            log.exception("summary_crashed", extra={"fields": {"session": session.id}})
+            ok = False
+        if ok:
+            self._bg.retry_at.pop(session.id, None)
+        elif self.memory.needs_compression(await self.memory.load(session)):
+            self._bg.retry_at[session.id] = time.monotonic() + SUMMARY_RETRY_AFTER
+
+    async def drain(self, timeout: float) -> None:
+        """Wait for background summaries (on shutdown), at most `timeout` seconds."""
+        pending = [t for t in self._bg.tasks if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+
+    async def _forget_hot(self, session_ids: list[str]) -> None:
+        for session_id in session_ids:
+            await self.cache.delete(f"hot:{session_id}")
+
+
+def _replace_text(message: IncomingMessage, text: str) -> IncomingMessage:
+    from dataclasses import replace
+
+    return replace(message, text=text)
+
+
+async def build_app(settings: Settings) -> BotApp:
+    """Open the stores and the model client from settings."""
+    api_key = settings.require_openai_key()
+    try:
+        store = await open_store(
+            mongodb_uri=settings.mongodb_uri,
+            mongodb_db=settings.mongodb_db,
+            data_dir=settings.bot_data_dir,
+        )
+    except Exception as exc:
+        raise StartupError(f"cannot open the store: {exc}") from None
+    cache = open_cache(redis_url=settings.redis_url)
+    model = ModelClient(
+        api_key=api_key,
+        base_url=settings.openai_base_url,
+        model=settings.bot_model,
+        timeout=settings.bot_model_timeout,
+        max_retries=settings.bot_model_retries,
+    )
+    return BotApp(settings, store=store, cache=cache, model=model)

@@ -1,0 +1,137 @@
+"""The `bot` command line (also `python -m bot`).
+
+Every failure a user can cause (bad settings, unreachable services) ends with one clear line on
+stderr and a non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import logging
+import sys
+from collections.abc import Sequence
+
+from bot.config import ConfigError, Settings, load_settings
+from bot.logsetup import setup_logging
+
+EXIT_CONFIG = 2
+EXIT_UNAVAILABLE = 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bot", description="AI chat bot for Slack and Discord")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    chat = sub.add_parser("chat", help="talk to the bot in the terminal (reads stdin lines when piped)")
+    chat.add_argument("--user", default=None, help="who is speaking (default: your login name)")
+    chat.add_argument("--channel", default="terminal", help="where the conversation happens")
+    chat.add_argument("--thread", default=None, help="a thread inside the channel")
+
+    sub.add_parser("slack", help="run the Slack app (Socket Mode if SLACK_APP_TOKEN is set)")
+    sub.add_parser("discord", help="run the Discord bot")
+
+    cons = sub.add_parser("consolidate", help="run long-term memory consolidation")
+    cons.add_argument("--now", action="store_true", help="run it now instead of showing the schedule")
+
+    sub.add_parser("doctor", help="check configuration and reach each configured service")
+
+    demo = sub.add_parser("orders-demo", help="serve the reference order service over a JSON file")
+    demo.add_argument("--data", required=True, help="JSON file of orders keyed by order id")
+    demo.add_argument("--port", type=int, default=8081)
+    demo.add_argument("--host", default="127.0.0.1")
+    return parser
+
+
+def _fail(message: str, code: int = EXIT_CONFIG) -> int:
+    print(f"bot: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "orders-demo":
+        return _orders_demo(args)
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        return _fail(str(exc))
+    setup_logging(settings.bot_log_level)
+    try:
+        if args.command == "chat":
+            return asyncio.run(_chat(settings, args))
+        if args.command == "doctor":
+            return asyncio.run(_doctor(settings))
+        if args.command == "slack":
+            return asyncio.run(_slack(settings))
+        if args.command == "discord":
+            return _fail("the Discord adapter is not part of this version yet", EXIT_UNAVAILABLE)
+        if args.command == "consolidate":
+            return _fail("long-term consolidation is not part of this version yet", EXIT_UNAVAILABLE)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        return 130
+    return _fail(f"unknown command {args.command}")
+
+
+async def _open_app(settings: Settings):  # type: ignore[no-untyped-def]
+    from bot.app import StartupError, build_app
+
+    try:
+        return await build_app(settings)
+    except StartupError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+async def _chat(settings: Settings, args: argparse.Namespace) -> int:
+    from adapters.console import run_console
+
+    settings.require_openai_key()
+    app = await _open_app(settings)
+    try:
+        user = args.user or _login_name()
+        return await run_console(app, user=user, channel=args.channel, thread=args.thread)
+    finally:
+        await app.close()
+
+
+def _login_name() -> str:
+    try:
+        return getpass.getuser() or "you"
+    except Exception:
+        return "you"
+
+
+async def _doctor(settings: Settings) -> int:
+    from bot.doctor import run_checks
+
+    ok = await run_checks(settings)
+    return 0 if ok else 1
+
+
+async def _slack(settings: Settings) -> int:
+    from bot.slack_main import run
+
+    return await run(settings)
+
+
+def _orders_demo(args: argparse.Namespace) -> int:
+    import os
+
+    from tools.orders_demo import OrdersDataError, run
+
+    setup_logging("INFO")
+    try:
+        run(args.data, args.host, args.port, os.environ.get("ORDERS_DEMO_TOKEN") or None)
+    except OrdersDataError as exc:
+        return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}")
+    return 0
+
+
+if __name__ == "__main__":
+    logging.getLogger(__name__).debug("cli")
+    raise SystemExit(main())

@@ -1,0 +1,227 @@
+"""Slash-command logic, platform-neutral: `/memory` and `/tools`.
+
+Adapters parse nothing beyond the command name and its text; the wording of every answer lives
+here so Slack, Discord and the console say the same thing. All answers are meant to be shown
+only to the person who ran the command.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+
+from bot.core import CommandReply, CommandRequest
+from bot.keys import PersonKey, SessionKey, TeamKey
+from bot.stores.protocols import Store
+
+log = logging.getLogger(__name__)
+
+MEMORY_HELP = (
+    "Usage: `/memory` or `/memory show` lists what I remember about you; "
+    "`/memory forget <id>` erases one fact; "
+    "`/memory forget all` erases everything I hold about you."
+)
+TOOLS_HELP = (
+    "Usage: `/tools` lists the tool packs installed here; admins can run "
+    "`/tools install <pack> [key=value ...]` and `/tools remove <pack>`."
+)
+
+
+@dataclass(frozen=True)
+class ErasureCounts:
+    facts: int = 0
+    messages: int = 0
+    tool_calls: int = 0
+    summaries: int = 0
+
+
+class PackCatalog:
+    """What the command layer needs to know about installable packs (see bot.toolbox)."""
+
+    def __init__(
+        self,
+        names: Callable[[], Iterable[str]],
+        describe: Callable[[str], str],
+        validate: Callable[[str, dict[str, str]], dict[str, str]],
+        redact: Callable[[str, dict[str, str]], dict[str, str]],
+    ) -> None:
+        self.names = names
+        self.describe = describe
+        self.validate = validate  # raises ValueError with a user-facing message
+        self.redact = redact
+
+
+class CommandHandler:
+    def __init__(
+        self,
+        store: Store,
+        catalog: PackCatalog,
+        *,
+        admins: frozenset[str],
+        on_erased: Callable[[list[str]], Awaitable[None]] | None = None,
+    ) -> None:
+        self.store = store
+        self.catalog = catalog
+        self.admins = admins
+        self.on_erased = on_erased  # drops hot caches of sessions whose data changed
+
+    async def handle(self, req: CommandRequest) -> CommandReply:
+        words = req.text.strip().split()
+        try:
+            if req.command.lstrip("/") == "memory":
+                return await self._memory(req, words)
+            if req.command.lstrip("/") == "tools":
+                return await self._tools(req, req.text.strip())
+        except Exception:
+            log.exception("command_failed", extra={"fields": {"command": req.command}})
+            return CommandReply("Sorry, I couldn't do that right now. Please try again.", ok=False)
+        return CommandReply(f"I don't know the command `/{req.command}`.", ok=False)
+
+    # /memory ---------------------------------------------------------------------------------
+
+    async def _memory(self, req: CommandRequest, words: list[str]) -> CommandReply:
+        person = PersonKey(req.platform, req.team, req.user)
+        if not words or words == ["show"] or words == ["list"]:
+            return await self._show(person)
+        if words[0] == "forget" and len(words) == 2:
+            if words[1] == "all":
+                counts = await self.forget_all(person)
+                return CommandReply(
+                    "Done. I erased everything I held about you: "
+                    f"{counts.facts} fact(s), {counts.messages} message(s) from your conversations "
+                    f"(yours and my answers to them), {counts.tool_calls} tool call record(s), "
+                    f"and {counts.summaries} conversation summary(ies) that drew on them."
+                )
+            fact_id = words[1].strip("`")
+            if await self.store.delete_fact(person, fact_id):
+                await self.store.compact()
+                return CommandReply(f"Forgotten: fact `{fact_id}` is erased.")
+            return CommandReply(
+                f"I have no fact `{fact_id}` about you. `/memory show` lists the ids.", ok=False
+            )
+        return CommandReply(MEMORY_HELP, ok=False)
+
+    async def _show(self, person: PersonKey) -> CommandReply:
+        facts = await self.store.list_facts(person)
+        if not facts:
+            return CommandReply("I don't remember anything about you yet.")
+        lines = [f"• `{f.id}` {f.text} — _{f.source}, {f.created_at:%Y-%m-%d}_" for f in facts]
+        return CommandReply(
+            "Here is what I remember about you:\n"
+            + "\n".join(lines)
+            + "\nErase one with `/memory forget <id>`, or everything with `/memory forget all`."
+        )
+
+    async def forget_all(self, person: PersonKey) -> ErasureCounts:
+        """Erase the person's facts, turns, tool-call logs and summaries drawn from their turns."""
+        sessions = await self.store.sessions_of_speaker(person)
+        facts = await self.store.delete_all_facts(person)
+        messages = await self.store.delete_speaker(person)
+        calls = await self.store.delete_speaker_calls(person)
+        summaries = 0
+        for session_id in sessions:
+            key = _session_key(session_id)
+            if key is None:
+                continue
+            state = await self.store.get_state(key)
+            if state is None:
+                continue
+            if person.id in state.summary_speakers or any(
+                p.speaker == person.id for p in state.pinned
+            ):
+                # The summary mixes everyone's turns; it cannot be edited reliably, so it goes.
+                state.summary = ""
+                state.summary_speakers = []
+                state.pinned = [p for p in state.pinned if p.speaker not in ("", person.id)]
+                if await self.store.put_state(key, state):
+                    summaries += 1
+        await self.store.compact()
+        if self.on_erased is not None:
+            await self.on_erased(sessions)
+        log.info(
+            "memory_erased",
+            extra={
+                "fields": {
+                    "person": person.id,
+                    "facts": facts,
+                    "messages": messages,
+                    "tool_calls": calls,
+                    "summaries": summaries,
+                }
+            },
+        )
+        return ErasureCounts(facts, messages, calls, summaries)
+
+    # /tools ----------------------------------------------------------------------------------
+
+    def is_admin(self, req: CommandRequest) -> bool:
+        return req.is_platform_admin or req.user in self.admins
+
+    async def _tools(self, req: CommandRequest, text: str) -> CommandReply:
+        team = TeamKey(req.platform, req.team)
+        try:
+            words = shlex.split(text)
+        except ValueError:
+            return CommandReply(TOOLS_HELP, ok=False)
+        if not words or words == ["list"]:
+            return await self._list_tools(team)
+        action, args = words[0], words[1:]
+        if action not in ("install", "remove") or not args:
+            return CommandReply(TOOLS_HELP, ok=False)
+        if not self.is_admin(req):
+            return CommandReply(
+                "Sorry, only workspace admins can install or remove tool packs. "
+                "Ask an admin, or see what's installed with `/tools`.",
+                ok=False,
+            )
+        pack = args[0]
+        if pack not in set(self.catalog.names()):
+            available = ", ".join(sorted(self.catalog.names()))
+            return CommandReply(
+                f"There is no tool pack `{pack}`. Available: {available}.", ok=False
+            )
+        if action == "remove":
+            if await self.store.remove(team, pack):
+                return CommandReply(f"Removed the `{pack}` tool pack.")
+            return CommandReply(f"The `{pack}` tool pack isn't installed here.", ok=False)
+        raw: dict[str, str] = {}
+        for item in args[1:]:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                return CommandReply(f"`{item}` is not `key=value`. {TOOLS_HELP}", ok=False)
+            raw[key.strip()] = value.strip()
+        try:
+            config = self.catalog.validate(pack, raw)
+        except ValueError as exc:
+            return CommandReply(f"Can't install `{pack}`: {exc}", ok=False)
+        await self.store.install(team, pack, config, by=req.user)
+        shown = self.catalog.redact(pack, config)
+        settings = ", ".join(f"{k}={v}" for k, v in sorted(shown.items()))
+        return CommandReply(
+            f"Installed the `{pack}` tool pack" + (f" ({settings})." if settings else ".")
+        )
+
+    async def _list_tools(self, team: TeamKey) -> CommandReply:
+        installed = await self.store.installed(team)
+        available = sorted(self.catalog.names())
+        if not installed:
+            return CommandReply(
+                "No tool packs are installed here yet. Available: "
+                + ", ".join(f"`{n}`" for n in available)
+                + ". An admin can run `/tools install <pack>`."
+            )
+        lines = [f"• `{i.pack}` — {self.catalog.describe(i.pack)}" for i in installed]
+        return CommandReply("Tool packs installed here:\n" + "\n".join(lines))
+
+
+def _session_key(session_id: str) -> SessionKey | None:
+    parts = session_id.split(":")
+    if len(parts) != 4:
+        return None
+    platform, team, channel, thread = parts
+    try:
+        return SessionKey(platform, team, channel, None if thread == "-" else thread)
+    except ValueError:
+        return None

@@ -1,0 +1,110 @@
+"""Configuration from the environment and `.env` (pydantic-settings).
+
+Names are the design's contract. `load_settings()` turns any problem into `ConfigError` with one
+line naming the variable, which the CLI prints instead of a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_MODEL = "gpt-4o-mini"
+
+
+class ConfigError(Exception):
+    """A missing or malformed setting; the message is one line naming the variable."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", case_sensitive=False
+    )
+
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = None
+    bot_model: str = DEFAULT_MODEL
+    bot_context_tokens: int = Field(default=8000, ge=512, le=2_000_000)
+    bot_model_timeout: float = Field(default=60.0, gt=0)
+    bot_model_retries: int = Field(default=3, ge=0, le=10)
+    bot_turn_timeout: float = Field(default=120.0, gt=0)
+    bot_max_tool_rounds: int = Field(default=5, ge=1, le=20)
+    bot_reply_tokens: int = Field(default=1024, ge=64)
+
+    mongodb_uri: str | None = None
+    mongodb_db: str = "bot"
+    redis_url: str | None = None
+    bot_data_dir: Path = Path("./.bot-data")
+    bot_session_ttl: float = Field(default=1800.0, gt=0)
+
+    slack_bot_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_app_token: SecretStr | None = None
+    slack_client_id: str | None = None
+    slack_client_secret: SecretStr | None = None
+    slack_api_url: str = "https://slack.com/api/"
+    discord_token: SecretStr | None = None
+
+    bot_http_host: str = "0.0.0.0"
+    bot_http_port: int = Field(default=3000, ge=0, le=65535)
+
+    weather_api_url: str = "https://api.open-meteo.com/v1/forecast"
+    geocoding_api_url: str = "https://geocoding-api.open-meteo.com/v1/search"
+
+    bot_admins: str = ""
+    bot_log_level: str = "INFO"
+
+    @field_validator(
+        "openai_base_url", "mongodb_uri", "redis_url", "slack_client_id", mode="before"
+    )
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value
+
+    @field_validator("openai_base_url", "slack_api_url", "weather_api_url", "geocoding_api_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @field_validator("mongodb_uri")
+    @classmethod
+    def _mongo_uri(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("mongodb://", "mongodb+srv://")):
+            raise ValueError("must start with mongodb:// or mongodb+srv://")
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return value
+
+    @property
+    def admin_ids(self) -> frozenset[str]:
+        return frozenset(part.strip() for part in self.bot_admins.split(",") if part.strip())
+
+    def require_openai_key(self) -> str:
+        if self.openai_api_key is None or not self.openai_api_key.get_secret_value().strip():
+            raise ConfigError(
+                "OPENAI_API_KEY is not set: set it to your model endpoint's key "
+                "(any non-empty value for a local server that needs none)"
+            )
+        return self.openai_api_key.get_secret_value()
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read settings; raise ConfigError with one line naming the first bad variable."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = str(err["loc"][0]).upper() if err["loc"] else "configuration"
+        raise ConfigError(f"{name} is invalid: {err['msg']}") from None

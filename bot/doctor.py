@@ -1,0 +1,81 @@
+"""`bot doctor`: one line per check, so an operator sees at a glance what is wrong."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot.config import Settings
+from bot.model import ModelClient
+from bot.tokens import TokenCounter
+
+
+def _line(ok: bool, name: str, detail: str) -> bool:
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}", flush=True)
+    return ok
+
+
+async def run_checks(settings: Settings) -> bool:
+    results: list[bool] = []
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
+    results.append(
+        _line(bool(key.strip()), "config", "OPENAI_API_KEY is set" if key else "OPENAI_API_KEY is not set")
+    )
+    try:
+        counter = TokenCounter(settings.bot_model)
+        results.append(
+            _line(True, "tokens", f"{counter.encoding.name} for {settings.bot_model}")
+        )
+    except Exception as exc:
+        results.append(_line(False, "tokens", f"tiktoken encoding unavailable ({type(exc).__name__})"))
+
+    if key:
+        client = ModelClient(
+            api_key=key,
+            base_url=settings.openai_base_url,
+            model=settings.bot_model,
+            timeout=min(settings.bot_model_timeout, 15.0),
+            max_retries=0,
+        )
+        try:
+            ok, detail = await client.ping()
+        finally:
+            await client.close()
+        results.append(_line(ok, "model", detail))
+
+    from bot.stores.factory import open_cache, open_store
+
+    where = "MongoDB" if settings.mongodb_uri else f"SQLite in {settings.bot_data_dir}"
+    try:
+        store = await asyncio.wait_for(
+            open_store(
+                mongodb_uri=settings.mongodb_uri,
+                mongodb_db=settings.mongodb_db,
+                data_dir=settings.bot_data_dir,
+            ),
+            timeout=15.0,
+        )
+        try:
+            ok = await asyncio.wait_for(store.ping(), timeout=10.0)
+        except Exception:
+            ok = False
+        await store.close()
+        results.append(_line(ok, "store", f"{where} {'answers' if ok else 'does not answer'}"))
+    except Exception as exc:
+        results.append(_line(False, "store", f"{where}: {exc}"))
+
+    cache = open_cache(redis_url=settings.redis_url)
+    try:
+        ok = await asyncio.wait_for(cache.ping(), timeout=5.0)
+    except Exception:
+        ok = False
+    finally:
+        await cache.close()
+    what = "Redis" if settings.redis_url else "in-process cache"
+    results.append(_line(ok, "cache", f"{what} {'answers' if ok else 'does not answer'}"))
+
+    for name, present in (
+        ("slack", settings.slack_bot_token is not None or settings.slack_client_id is not None),
+        ("discord", settings.discord_token is not None),
+    ):
+        print(f"info {name}: {'configured' if present else 'not configured'}", flush=True)
+    return all(results)

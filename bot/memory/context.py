@@ -1,0 +1,160 @@
+"""Assembling one model request's messages inside the token budget.
+
+Order, most stable first (so providers' prompt caching keeps hitting):
+  1. the constant system prompt,
+  2. a memory note: the speaker's stored facts, the session's pinned key facts, the rolling summary,
+  3. the most recent raw history, cut at turn boundaries, older tool results shrunk,
+  4. the current turn (the user's message and this turn's tool calls and results).
+
+Budget = BOT_CONTEXT_TOKENS - reply allowance - tool schemas. The current turn and the memory note
+are always kept (shrunk if they must be); history fills what is left, newest first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.memory.prompts import SYSTEM_PROMPT
+from bot.memory.render import group_turns, render_group
+from bot.stores.records import Fact, PinnedFact, StoredMessage
+from bot.tokens import REPLY_PRIMER, TokenCounter
+
+FRESH_TURNS = 2  # turns whose tool results are kept whole
+MIN_TOOL_CONTENT_TOKENS = 64
+
+
+@dataclass
+class MemoryView:
+    """What session and long-term memory contribute to one request."""
+
+    speaker_facts: Sequence[Fact] = ()
+    pinned: Sequence[PinnedFact] = ()
+    summary: str = ""
+    history: Sequence[StoredMessage] = ()  # unsummarised messages before this turn, oldest first
+
+
+@dataclass
+class BuiltContext:
+    messages: list[dict[str, Any]]
+    tokens: int  # messages + tool schemas, as counted
+    history_messages: int
+    dropped_history: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def memory_note(view: MemoryView) -> str:
+    parts: list[str] = []
+    if view.speaker_facts:
+        lines = "\n".join(f"- {f.text}" for f in view.speaker_facts)
+        parts.append(f"What the person you are answering asked you to remember:\n{lines}")
+    if view.pinned:
+        lines = "\n".join(f"- {p.text}" for p in view.pinned)
+        parts.append(f"Key facts of this conversation:\n{lines}")
+    if view.summary:
+        parts.append(f"Summary of the earlier conversation:\n{view.summary}")
+    return "\n\n".join(parts)
+
+
+class ContextBuilder:
+    def __init__(self, counter: TokenCounter, *, budget: int, reply_tokens: int) -> None:
+        self.counter = counter
+        self.budget = budget
+        self.reply_tokens = reply_tokens
+        self._system = {"role": "system", "content": SYSTEM_PROMPT}
+        self._system_tokens = counter.message(self._system)
+
+    @property
+    def prompt_budget(self) -> int:
+        """Tokens the request (messages + tools) may use; the rest is the reply allowance."""
+        return self.budget - self.reply_tokens
+
+    def build(
+        self,
+        view: MemoryView,
+        current: list[dict[str, Any]],
+        *,
+        tools_tokens: int,
+    ) -> BuiltContext:
+        count = self.counter.message
+        available = self.prompt_budget - tools_tokens - REPLY_PRIMER - self._system_tokens
+        notes: list[str] = []
+
+        current = self._fit_current(current, max(available // 2, available - 400), notes)
+        available -= sum(count(m) for m in current)
+
+        note_text = memory_note(view)
+        note_msg: dict[str, Any] | None = None
+        if note_text:
+            note_msg = {"role": "system", "content": note_text}
+            note_cap = max(available * 2 // 3, 0)
+            if count(note_msg) > note_cap:
+                note_msg["content"] = self.counter.truncate(note_text, max(note_cap - 8, 0))
+                notes.append("memory note truncated")
+            available -= count(note_msg)
+
+        groups = group_turns(list(view.history))
+        kept: list[list[dict[str, Any]]] = []
+        kept_count = 0
+        for age, group in enumerate(reversed(groups)):
+            rendered = render_group(group, aged=age >= FRESH_TURNS)
+            cost = sum(count(m) for m in rendered)
+            if cost > available:
+                break
+            available -= cost
+            kept.append(rendered)
+            kept_count += len(group)
+        history = [m for group in reversed(kept) for m in group]
+
+        messages = [self._system]
+        if note_msg is not None:
+            messages.append(note_msg)
+        messages.extend(history)
+        messages.extend(current)
+        tokens = self.counter.messages(messages) + tools_tokens
+        return BuiltContext(
+            messages=messages,
+            tokens=tokens,
+            history_messages=kept_count,
+            dropped_history=len(view.history) - kept_count,
+            notes=notes,
+        )
+
+    def _fit_current(
+        self, current: list[dict[str, Any]], cap: int, notes: list[str]
+    ) -> list[dict[str, Any]]:
+        """Shrink tool results (largest first), then the user's text, until the turn fits."""
+        count = self.counter.message
+        total = sum(count(m) for m in current)
+        if total <= cap:
+            return current
+        out = [dict(m) for m in current]
+        tool_idx = sorted(
+            (i for i, m in enumerate(out) if m["role"] == "tool"),
+            key=lambda i: -count(out[i]),
+        )
+        for i in tool_idx:
+            if total <= cap:
+                break
+            excess = total - cap
+            size = count(out[i])
+            target = max(MIN_TOOL_CONTENT_TOKENS, size - excess - 16)
+            out[i]["content"] = (
+                self.counter.truncate(str(out[i]["content"]), target)
+                + " …[trimmed to fit the context]"
+            )
+            total = total - size + count(out[i])
+            notes.append("tool result trimmed to fit")
+        for i, m in enumerate(out):
+            if total <= cap:
+                break
+            if m["role"] == "user" and isinstance(m.get("content"), str):
+                size = count(m)
+                target = max(32, size - (total - cap) - 16)
+                out[i]["content"] = (
+                    self.counter.truncate(m["content"], target) + " …[message too long, cut]"
+                )
+                total = total - size + count(out[i])
+                notes.append("user message cut to fit")
+        return out

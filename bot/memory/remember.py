@@ -1,0 +1,55 @@
+"""The built-in `remember` tool, always offered: stores a fact for the speaker.
+
+The speaker comes from the ToolContext the turn built (platform + team + user), never from the
+model's arguments, so the model cannot file a fact under someone else.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from bot.keys import PersonKey, SessionKey
+from bot.stores.protocols import FactStore
+from tools.declare import Injected, tool
+from tools.errors import ToolBusinessError
+from tools.types import ToolContext
+
+MAX_FACT_CHARS = 500
+
+
+@tool(
+    name="remember",
+    write=True,
+    timeout=10.0,
+    description=(
+        "Store a fact about the person you are talking to, so you remember it in later "
+        "conversations anywhere. Call it when they ask you to remember something (a preference, "
+        "an allergy, a standing instruction). Write the fact as a short sentence about them."
+    ),
+)
+async def remember(
+    fact: Annotated[
+        str, Field(description="The fact, as a short sentence, e.g. 'Is allergic to peanuts.'")
+    ],
+    ctx: ToolContext,
+    facts: Injected[FactStore],
+) -> dict[str, object]:
+    text = " ".join(fact.split())
+    if not text:
+        raise ToolBusinessError("the fact is empty: say what to remember")
+    if len(text) > MAX_FACT_CHARS:
+        raise ToolBusinessError(f"the fact is too long (over {MAX_FACT_CHARS} characters)")
+    person = ctx.extras.get("person")
+    session = ctx.extras.get("session")
+    if not isinstance(person, PersonKey):
+        raise RuntimeError("remember called without a speaker in the tool context")
+    stored = await facts.add_fact(
+        person,
+        text,
+        source="user",
+        session=session if isinstance(session, SessionKey) else None,
+        source_ref=ctx.turn_id or None,
+    )
+    return {"stored": True, "id": stored.id, "fact": stored.text}

@@ -1,0 +1,109 @@
+"""Turning stored messages into Chat Completions messages.
+
+Messages are grouped by turn (`turn_id`) so the history is always cut at turn boundaries and an
+assistant `tool_calls` message is never separated from its `tool` results (the API rejects that).
+Tool results of older turns are shrunk to their key fields when they age out of the recent window.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from bot.stores.records import StoredMessage
+
+AGED_TOOL_RESULT_CHARS = 400
+_KEEP_LIST_ITEMS = 3
+
+
+def group_turns(messages: Sequence[StoredMessage]) -> list[list[StoredMessage]]:
+    """Consecutive messages sharing a turn_id form one group, oldest first."""
+    groups: list[list[StoredMessage]] = []
+    for msg in messages:
+        if groups and groups[-1][0].turn_id == msg.turn_id:
+            groups[-1].append(msg)
+        else:
+            groups.append([msg])
+    return groups
+
+
+def _shrink(value: Any, depth: int = 0) -> Any:
+    """Keep scalars and the first few items of lists; drop deep nesting."""
+    if isinstance(value, dict):
+        if depth >= 3:
+            return "{…}"
+        return {k: _shrink(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        head = [_shrink(v, depth + 1) for v in value[:_KEEP_LIST_ITEMS]]
+        if len(value) > _KEEP_LIST_ITEMS:
+            head.append(f"… {len(value) - _KEEP_LIST_ITEMS} more")
+        return head
+    if isinstance(value, str) and len(value) > 120:
+        return value[:117] + "…"
+    return value
+
+
+def compact_tool_result(content: str, max_chars: int = AGED_TOOL_RESULT_CHARS) -> str:
+    """A tool result reduced to its key fields, still valid JSON when the input was."""
+    if len(content) <= max_chars:
+        return content
+    try:
+        shrunk = json.dumps(_shrink(json.loads(content)), ensure_ascii=False, separators=(",", ":"))
+    except ValueError:
+        return content[: max_chars - 1] + "…"
+    if len(shrunk) <= max_chars:
+        return shrunk
+    return shrunk[: max_chars - 1] + "…"
+
+
+def to_chat(msg: StoredMessage, *, aged: bool = False) -> dict[str, Any]:
+    if msg.role == "user":
+        return {"role": "user", "content": msg.content}
+    if msg.role == "assistant":
+        out: dict[str, Any] = {"role": "assistant", "content": msg.content or None}
+        if msg.tool_calls:
+            out["tool_calls"] = msg.tool_calls
+        return out
+    content = compact_tool_result(msg.content) if aged else msg.content
+    return {"role": "tool", "tool_call_id": msg.tool_call_id or "", "content": content}
+
+
+def render_group(group: Iterable[StoredMessage], *, aged: bool = False) -> list[dict[str, Any]]:
+    """One turn's messages, with unmatched tool calls/results dropped (e.g. after a crash)."""
+    msgs = list(group)
+    result_ids = {m.tool_call_id for m in msgs if m.role == "tool"}
+    call_ids: set[str] = set()
+    out: list[dict[str, Any]] = []
+    for msg in msgs:
+        if msg.role == "assistant" and msg.tool_calls:
+            calls = [c for c in msg.tool_calls if c.get("id") in result_ids]
+            call_ids.update(str(c.get("id")) for c in calls)
+            if not calls and not msg.content:
+                continue
+            rendered = to_chat(msg, aged=aged)
+            if calls:
+                rendered["tool_calls"] = calls
+            else:
+                rendered.pop("tool_calls", None)
+            out.append(rendered)
+        elif msg.role == "tool":
+            if msg.tool_call_id in call_ids:
+                out.append(to_chat(msg, aged=aged))
+        else:
+            out.append(to_chat(msg, aged=aged))
+    return out
+
+
+def transcript_line(msg: StoredMessage) -> str:
+    """A message as one line of a plain transcript (input to the summariser)."""
+    if msg.role == "user":
+        who = msg.name or msg.speaker.rsplit(":", 1)[-1]
+        return f"{who}: {msg.content}"
+    if msg.role == "assistant":
+        if msg.tool_calls:
+            names = ", ".join(str(c.get("function", {}).get("name")) for c in msg.tool_calls)
+            text = f" {msg.content}" if msg.content else ""
+            return f"assistant (calling {names}):{text}"
+        return f"assistant: {msg.content}"
+    return f"[tool data from {msg.name or 'tool'}]: {compact_tool_result(msg.content)}"

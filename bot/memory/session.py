@@ -1,0 +1,263 @@
+"""Session memory: durable messages + a hot copy in the cache + rolling summary and pinned facts.
+
+Reads: the hot entry (state + the unsummarised tail) comes from the cache when its last seq matches
+the store's (one indexed look-up), otherwise it is rebuilt from the store with bounded queries, so
+the cost of a turn does not grow with the length of the conversation.
+
+Compression: when the unsummarised tail crosses a message-count or token threshold, the oldest
+part is folded into the rolling summary by a model call. The caller runs `compress()` in the
+background (never on the reply path). If the call fails the old summary is kept, nothing is lost
+(the context builder just drops the oldest raw turns to fit) and the next turn tries again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bot.keys import SessionKey
+from bot.memory.prompts import SUMMARY_SCHEMA, SUMMARY_SYSTEM
+from bot.memory.render import group_turns, transcript_line
+from bot.stores.protocols import Cache, Store
+from bot.stores.records import NewMessage, PinnedFact, SessionState, StoredMessage
+from bot.tokens import TokenCounter
+
+log = logging.getLogger(__name__)
+
+TAIL_LIMIT = 160  # most unsummarised messages kept hot / loaded per turn
+MAX_PINNED = 30
+
+
+class Summariser(Protocol):
+    async def __call__(
+        self, messages: list[dict[str, Any]], response_format: dict[str, Any]
+    ) -> str:
+        """Return the model's JSON text (no tools offered)."""
+
+
+@dataclass
+class HotSession:
+    state: SessionState
+    tail: list[StoredMessage] = field(default_factory=list)  # seq > state.summary_upto_seq
+
+    @property
+    def last_seq(self) -> int:
+        return self.tail[-1].seq if self.tail else self.state.summary_upto_seq
+
+
+@dataclass(frozen=True)
+class CompressionPolicy:
+    max_messages: int  # fold when the unsummarised tail has more messages than this...
+    max_tokens: int  # ...or more tokens than this
+    keep_tokens: int  # tokens of newest raw history kept out of the fold
+    summary_tokens: int  # length cap of the summary
+    input_tokens: int  # cap of one summarisation request
+
+    @classmethod
+    def for_budget(cls, budget: int, reply_tokens: int) -> CompressionPolicy:
+        history = max(budget - reply_tokens - 600, 400)
+        return cls(
+            max_messages=40,
+            max_tokens=history * 6 // 10,
+            keep_tokens=history * 3 // 10,
+            summary_tokens=max(budget // 8, 120),
+            input_tokens=max(budget - reply_tokens - 300, 400),
+        )
+
+
+class SessionMemory:
+    def __init__(
+        self,
+        store: Store,
+        cache: Cache,
+        counter: TokenCounter,
+        policy: CompressionPolicy,
+        *,
+        idle_ttl: float = 1800.0,
+    ) -> None:
+        self.store = store
+        self.cache = cache
+        self.counter = counter
+        self.policy = policy
+        self.idle_ttl = idle_ttl
+
+    @staticmethod
+    def _hot_key(session: SessionKey) -> str:
+        return f"hot:{session.id}"
+
+    async def load(self, session: SessionKey) -> HotSession:
+        latest = await self.store.recent(session, limit=1)
+        latest_seq = latest[-1].seq if latest else 0
+        cached = await self._cached(session)
+        if cached is not None and cached.last_seq == latest_seq:
+            return cached
+        state = await self.store.get_state(session) or SessionState(session=session.id)
+        tail = await self.store.recent(session, limit=TAIL_LIMIT)
+        hot = HotSession(state, [m for m in tail if m.seq > state.summary_upto_seq])
+        await self._save_hot(session, hot)
+        return hot
+
+    async def _cached(self, session: SessionKey) -> HotSession | None:
+        try:
+            raw = await self.cache.get_json(self._hot_key(session))
+            if not isinstance(raw, dict):
+                return None
+            state = SessionState.model_validate(raw["state"])
+            tail = [StoredMessage.model_validate(m) for m in raw["tail"]]
+            return HotSession(state, tail)
+        except Exception:  # a corrupt or old-format entry is just a miss
+            log.warning("hot_session_unreadable", extra={"fields": {"session": session.id}})
+            return None
+
+    async def _save_hot(self, session: SessionKey, hot: HotSession) -> None:
+        payload = {
+            "state": hot.state.model_dump(mode="json"),
+            "tail": [m.model_dump(mode="json") for m in hot.tail[-TAIL_LIMIT:]],
+        }
+        await self.cache.set_json(self._hot_key(session), payload, ttl=self.idle_ttl)
+
+    async def forget_hot(self, session: SessionKey) -> None:
+        await self.cache.delete(self._hot_key(session))
+
+    async def append(
+        self, session: SessionKey, hot: HotSession, messages: Sequence[NewMessage]
+    ) -> list[StoredMessage]:
+        """Write messages durably first, then to the hot copy."""
+        for msg in messages:
+            if not msg.tokens:
+                msg.tokens = self.counter.count(msg.content)
+        stored = await self.store.append(session, messages)
+        hot.tail.extend(stored)
+        await self._save_hot(session, hot)
+        return stored
+
+    def needs_compression(self, hot: HotSession) -> bool:
+        tail = hot.tail
+        if len(tail) > self.policy.max_messages:
+            return True
+        return sum(m.tokens + 4 for m in tail) > self.policy.max_tokens
+
+    def _fold_range(self, tail: list[StoredMessage]) -> list[StoredMessage]:
+        """The oldest whole turns to fold: keep `keep_tokens` of newest history raw."""
+        groups = group_turns(tail)
+        kept_tokens = 0
+        keep_from = len(groups)
+        for i in range(len(groups) - 1, -1, -1):
+            cost = sum(m.tokens + 4 for m in groups[i])
+            if kept_tokens + cost > self.policy.keep_tokens and keep_from < len(groups):
+                break
+            kept_tokens += cost
+            keep_from = i
+            if len(groups) - i >= 6 and kept_tokens > self.policy.keep_tokens // 2:
+                break
+        fold_groups = groups[:keep_from]
+        # Keep the summarisation request itself inside its input cap.
+        folded: list[StoredMessage] = []
+        used = 0
+        for group in fold_groups:
+            cost = sum(self.counter.count(transcript_line(m)) + 2 for m in group)
+            if folded and used + cost > self.policy.input_tokens:
+                break
+            folded.extend(group)
+            used += cost
+        return folded
+
+    async def compress(self, session: SessionKey, summarise: Summariser) -> bool:
+        """Fold the oldest unsummarised turns into the summary. Returns True on success."""
+        started = time.perf_counter()
+        hot = await self.load(session)
+        if not self.needs_compression(hot):
+            return False
+        fold = self._fold_range(hot.tail)
+        if not fold:
+            return False
+        state = hot.state
+        lines = [transcript_line(m) for m in fold]
+        transcript = self._cap_transcript(lines)
+        request = [
+            {
+                "role": "system",
+                "content": SUMMARY_SYSTEM.format(max_words=self.policy.summary_tokens * 2 // 3),
+            },
+            {
+                "role": "user",
+                "content": (
+                    f"Earlier summary:\n{state.summary or '(none)'}\n\n"
+                    f"Key facts so far:\n"
+                    + ("\n".join(f"- {p.text}" for p in state.pinned) or "(none)")
+                    + f"\n\nNew messages:\n{transcript}"
+                ),
+            },
+        ]
+        try:
+            raw = await summarise(request, SUMMARY_SCHEMA)
+            summary, key_facts = self._parse_summary(raw)
+        except Exception as exc:
+            state.summary_failures += 1
+            log.warning(
+                "summary_failed",
+                extra={"fields": {"session": session.id, "error": type(exc).__name__}},
+            )
+            return False
+        upto = fold[-1].seq
+        speakers = sorted({*state.summary_speakers, *(m.speaker for m in fold)})
+        pinned = list(state.pinned)
+        known = {p.text.strip().lower() for p in pinned}
+        for text in key_facts:
+            if text.strip().lower() not in known:
+                pinned.append(PinnedFact(text=text.strip(), speaker="", seq=upto))
+                known.add(text.strip().lower())
+        for _ in range(2):  # optimistic concurrency: re-read once on conflict
+            current = await self.store.get_state(session) or SessionState(session=session.id)
+            if current.summary_upto_seq >= upto:
+                return False  # someone else folded this range already
+            current.summary = self.counter.truncate(summary, self.policy.summary_tokens)
+            current.summary_upto_seq = upto
+            current.summary_speakers = speakers
+            current.pinned = pinned[-MAX_PINNED:]
+            current.summary_failures = 0
+            if await self.store.put_state(session, current):
+                break
+        else:
+            return False
+        await self.forget_hot(session)
+        log.info(
+            "summary_written",
+            extra={
+                "fields": {
+                    "session": session.id,
+                    "folded": len(fold),
+                    "upto_seq": upto,
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                }
+            },
+        )
+        return True
+
+    def _cap_transcript(self, lines: list[str]) -> str:
+        budget = self.policy.input_tokens
+        out: list[str] = []
+        for line in lines:
+            cost = self.counter.count(line) + 1
+            if cost > budget:
+                line = self.counter.truncate(line, max(budget - 1, 0))
+                cost = budget
+            out.append(line)
+            budget -= cost
+            if budget <= 0:
+                break
+        return "\n".join(out)
+
+    @staticmethod
+    def _parse_summary(raw: str) -> tuple[str, list[str]]:
+        data = json.loads(raw)
+        if not isinstance(data, dict) or not isinstance(data.get("summary"), str):
+            raise ValueError("summary JSON lacks a 'summary' string")
+        facts = data.get("key_facts") or []
+        if not isinstance(facts, list):
+            facts = []
+        return data["summary"].strip(), [str(f) for f in facts if str(f).strip()]

@@ -1,0 +1,229 @@
+"""The turn: one incoming message in, one reply out, with tool calls in between.
+
+Loop: build the context -> ask the model -> if it asked for tools, run them (in parallel, through
+the executor), feed each result back as a `tool` message tied to its `tool_call_id`, repeat.
+Stops on a final answer; on `max_rounds` (then one last request with tool_choice="none" asking for
+an answer from what it has); or on an unrecoverable model error (then a friendly apology).
+Every step is written to session memory as it happens (user message, tool calls, results, reply).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bot.keys import SessionKey
+from bot.memory.context import ContextBuilder, MemoryView
+from bot.memory.prompts import FINAL_ANSWER_NOTE
+from bot.memory.session import HotSession, SessionMemory
+from bot.messages import IncomingMessage, ReplySink
+from bot.model import ModelError, ModelResponse
+from bot.stores.protocols import FactStore
+from bot.stores.records import NewMessage
+from tools.types import ToolCallRecord, ToolCallRequest, ToolContext
+
+log = logging.getLogger(__name__)
+
+EMPTY_REPLY = "I don't have an answer to that — could you rephrase?"
+TIMEOUT_REPLY = "Sorry, that took too long and I had to stop. Please try again."
+INTERNAL_ERROR_REPLY = "Sorry, something went wrong on my side. Please try again."
+
+
+class Model(Protocol):
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = ...,
+        on_delta: Any = ...,
+        response_format: dict[str, Any] | None = ...,
+        max_tokens: int | None = ...,
+        temperature: float | None = ...,
+        tool_choice: str | None = ...,
+    ) -> ModelResponse: ...
+
+
+class Toolbox(Protocol):
+    """The tools offered in one turn (built-ins + the team's installed packs)."""
+
+    def schemas(self) -> list[dict[str, Any]]: ...
+
+    async def run(self, calls: list[ToolCallRequest], ctx: ToolContext) -> list[ToolCallRecord]: ...
+
+
+@dataclass
+class TurnResult:
+    turn_id: str
+    reply: str
+    outcome: str  # "answer" | "max_rounds" | "model_error" | "timeout" | "error"
+    rounds: int = 0
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    request_tokens: list[int] = field(default_factory=list)
+    duration_ms: float = 0.0
+    needs_compression: bool = False
+
+
+class TurnRunner:
+    def __init__(
+        self,
+        *,
+        model: Model,
+        memory: SessionMemory,
+        facts: FactStore,
+        builder: ContextBuilder,
+        max_rounds: int,
+        turn_timeout: float,
+    ) -> None:
+        self.model = model
+        self.memory = memory
+        self.facts = facts
+        self.builder = builder
+        self.max_rounds = max_rounds
+        self.turn_timeout = turn_timeout
+
+    async def run(self, msg: IncomingMessage, toolbox: Toolbox, sink: ReplySink) -> TurnResult:
+        started = time.perf_counter()
+        result = TurnResult(turn_id="t_" + uuid.uuid4().hex[:16], reply="", outcome="error")
+        try:
+            async with asyncio.timeout(self.turn_timeout):
+                await self._run(msg, toolbox, sink, result)
+        except TimeoutError:
+            result.outcome, result.reply = "timeout", TIMEOUT_REPLY
+        except ModelError as err:
+            result.outcome, result.reply = "model_error", err.user_message
+            log.warning(
+                "turn_model_error",
+                extra={"fields": {"turn_id": result.turn_id, "kind": err.kind}},
+            )
+        except Exception:
+            log.exception("turn_failed", extra={"fields": {"turn_id": result.turn_id}})
+            result.outcome, result.reply = "error", INTERNAL_ERROR_REPLY
+        result.duration_ms = round((time.perf_counter() - started) * 1000, 1)
+        failed = result.outcome in {"model_error", "timeout", "error"}
+        try:
+            await sink.finish(result.reply, error=failed)
+        except Exception:
+            log.exception("sink_finish_failed", extra={"fields": {"turn_id": result.turn_id}})
+        log.info(
+            "turn",
+            extra={
+                "fields": {
+                    "turn_id": result.turn_id,
+                    "session": msg.session.id,
+                    "outcome": result.outcome,
+                    "rounds": result.rounds,
+                    "tool_calls": len(result.tool_calls),
+                    "duration_ms": result.duration_ms,
+                    "max_request_tokens": max(result.request_tokens, default=0),
+                }
+            },
+        )
+        return result
+
+    async def _run(
+        self, msg: IncomingMessage, toolbox: Toolbox, sink: ReplySink, result: TurnResult
+    ) -> None:
+        session, person, turn_id = msg.session, msg.person, result.turn_id
+        await sink.working()
+        hot = await self.memory.load(session)
+        history = list(hot.tail)
+        facts = await self.facts.list_facts(person)
+        user_msg = NewMessage(
+            role="user",
+            content=msg.text,
+            speaker=person.id,
+            turn_id=turn_id,
+            name=msg.user_name,
+            meta={"message_id": msg.message_id} if msg.message_id else {},
+        )
+        await self.memory.append(session, hot, [user_msg])
+        view = MemoryView(
+            speaker_facts=facts, pinned=hot.state.pinned, summary=hot.state.summary, history=history
+        )
+        current: list[dict[str, Any]] = [{"role": "user", "content": msg.text}]
+        schemas = toolbox.schemas()
+        tools_tokens = self.builder.counter.tools(schemas)
+        ctx = ToolContext(
+            session_id=session.id,
+            speaker_id=person.id,
+            team_id=session.team_key.id,
+            turn_id=turn_id,
+            extras={"person": person, "session": session},
+        )
+
+        for round_no in range(1, self.max_rounds + 2):
+            final_round = round_no > self.max_rounds
+            if final_round:
+                current.append({"role": "system", "content": FINAL_ANSWER_NOTE})
+            built = self.builder.build(view, current, tools_tokens=tools_tokens)
+            result.request_tokens.append(built.tokens)
+            result.rounds = round_no
+            response = await self.model.complete(
+                built.messages,
+                tools=schemas or None,
+                tool_choice="none" if final_round and schemas else None,
+                on_delta=sink.delta,
+                max_tokens=self.builder.reply_tokens,
+            )
+            if response.tool_calls and not final_round:
+                await self._tool_round(session, hot, response, toolbox, ctx, current, result)
+                continue
+            reply = response.content.strip() or EMPTY_REPLY
+            await self.memory.append(
+                session,
+                hot,
+                [NewMessage(role="assistant", content=reply, speaker=person.id, turn_id=turn_id)],
+            )
+            result.reply = reply
+            result.outcome = "max_rounds" if final_round else "answer"
+            break
+        result.needs_compression = self.memory.needs_compression(hot)
+
+    async def _tool_round(
+        self,
+        session: SessionKey,
+        hot: HotSession,
+        response: ModelResponse,
+        toolbox: Toolbox,
+        ctx: ToolContext,
+        current: list[dict[str, Any]],
+        result: TurnResult,
+    ) -> None:
+        calls = response.tool_calls
+        call_dicts = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in calls
+        ]
+        assistant = NewMessage(
+            role="assistant",
+            content=response.content,
+            speaker=ctx.speaker_id,
+            turn_id=ctx.turn_id,
+            tool_calls=call_dicts,
+        )
+        await self.memory.append(session, hot, [assistant])
+        current.append(
+            {"role": "assistant", "content": response.content or None, "tool_calls": call_dicts}
+        )
+        records = await toolbox.run(list(calls), ctx)
+        result.tool_calls.extend(records)
+        tool_msgs = [
+            NewMessage(
+                role="tool",
+                content=r.content,
+                speaker=ctx.speaker_id,
+                turn_id=ctx.turn_id,
+                name=r.name,
+                tool_call_id=r.tool_call_id,
+                from_tool=True,
+                meta={"call_id": r.call_id, "outcome": r.outcome},
+            )
+            for r in records
+        ]
+        await self.memory.append(session, hot, tool_msgs)
+        for r in records:
+            current.append({"role": "tool", "tool_call_id": r.tool_call_id, "content": r.content})
