@@ -1,0 +1,1 @@
+"""Local stand-ins for remote services (the OpenAI API), driven through the real client libs."""
