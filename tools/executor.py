@@ -1,0 +1,352 @@
+"""Runs the tool calls of one model response: validate, dispatch, retry, record, envelope.
+
+`ToolExecutor.execute` never raises for anything the model sends. Every call ends as a
+`ToolCallRecord` whose `content` is the envelope JSON for the `tool` message, with one outcome:
+
+- `unknown_tool`: the message names the tool and lists the available ones;
+- `bad_arguments`: broken JSON, a non-object, or field-level validation errors (`fields`);
+- `business_error`: `ToolBusinessError` text, shown as-is, not retried;
+- `timeout` / `transient_error`: retried a bounded number of times with jittered backoff, then
+  reported as temporarily unavailable (`retryable: true`);
+- `unexpected_error`: logged with its stack trace; the model only hears that it failed.
+
+Calls of one response run concurrently under a cap and come back in request order. Write tools
+are idempotent (see `tools.idempotency`). Logs carry ids, outcome and sizes, never argument
+values or results, which may hold personal data or tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from tools import envelope
+from tools.declare import Tool
+from tools.errors import ToolArgumentError, ToolBusinessError, ToolTransientError
+from tools.idempotency import IdempotencyCache, KeyLocks, MemoryIdempotencyCache, idempotency_key
+from tools.registry import ToolRegistry
+from tools.schema import field_errors
+from tools.types import Outcome, ToolCallRecord, ToolCallRequest, ToolContext
+
+logger = logging.getLogger("tools.executor")
+
+RecordCallback = Callable[[ToolCallRecord, ToolContext], Awaitable[None]]
+
+GENERIC_FAILURE = (
+    "The tool failed because of an internal error. Do not call it again with the same "
+    "arguments; tell the user this could not be done right now."
+)
+_TRANSIENT: tuple[type[BaseException], ...] = (
+    ToolTransientError,
+    TimeoutError,
+    ConnectionError,
+    httpx.TimeoutException,
+    httpx.NetworkError,
+    httpx.RemoteProtocolError,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorConfig:
+    """Limits of the executor. Tests set `backoff_base=0` to retry without waiting."""
+
+    max_concurrency: int = 8  # calls of one response running at once
+    max_retries: int = 2  # extra attempts after a transient failure
+    backoff_base: float = 0.25  # seconds before the first retry, doubled each time
+    backoff_max: float = 2.0
+    max_result_chars: int = 4000  # envelope size sent to the model before trimming
+    idempotency_ttl: float = 600.0  # seconds a write tool's result is replayed
+    retry_budget: float = 30.0  # no retry starts later than this many seconds into a call
+
+
+@dataclass(slots=True)
+class _Result:
+    outcome: Outcome
+    content: str
+    result_size: int
+    data: Any = None
+    trimmed: bool = False
+    attempts: int = 1
+    replayed: bool = False
+
+
+def _fail(
+    outcome: Outcome,
+    message: str,
+    *,
+    retryable: bool,
+    fields: dict[str, str] | None = None,
+    attempts: int = 1,
+) -> _Result:
+    content = envelope.dumps(envelope.error(outcome, message, retryable=retryable, fields=fields))
+    return _Result(outcome, content, len(content), attempts=attempts)
+
+
+def new_call_id() -> str:
+    return "tc_" + uuid.uuid4().hex[:12]
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying: timeouts, connection trouble, and upstream 5xx/429."""
+    if isinstance(exc, _TRANSIENT):
+        return True
+    if isinstance(exc, httpx.HTTPStatusError):
+        status = exc.response.status_code
+        return status >= 500 or status == 429
+    return False
+
+
+def parse_arguments(text: str | None) -> dict[str, Any] | str:
+    """The arguments object, or a short reason it is not one. Empty text means `{}`.
+
+    A JSON string that itself holds an object (double-encoded arguments) is accepted.
+    """
+    if text is None or not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+        if isinstance(value, str) and value.lstrip().startswith("{"):
+            value = json.loads(value)
+    except json.JSONDecodeError as exc:
+        return f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+    except (ValueError, RecursionError):
+        return "not valid JSON"
+    if not isinstance(value, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+        return f"expected a JSON object, got {kind.get(type(value), 'a number')}"
+    return value
+
+
+class ToolExecutor:
+    """Executes tool calls; one instance is shared by all turns (it holds the write locks)."""
+
+    def __init__(
+        self,
+        config: ExecutorConfig | None = None,
+        *,
+        idempotency: IdempotencyCache | None = None,
+        on_record: RecordCallback | None = None,
+    ) -> None:
+        self.config = config or ExecutorConfig()
+        self._cache: IdempotencyCache = idempotency or MemoryIdempotencyCache()
+        self._on_record = on_record
+        self._locks = KeyLocks()
+
+    async def execute(
+        self, calls: Sequence[ToolCallRequest], ctx: ToolContext, registry: ToolRegistry
+    ) -> list[ToolCallRecord]:
+        """Run `calls` (concurrently, capped) and return their records in the same order."""
+        sem = asyncio.Semaphore(max(1, self.config.max_concurrency))
+        if len(calls) == 1:
+            return [await self._one(calls[0], ctx, registry, sem)]
+        return list(await asyncio.gather(*(self._one(c, ctx, registry, sem) for c in calls)))
+
+    async def _one(
+        self,
+        call: ToolCallRequest,
+        ctx: ToolContext,
+        registry: ToolRegistry,
+        sem: asyncio.Semaphore,
+    ) -> ToolCallRecord:
+        started = time.perf_counter()
+        call_id = new_call_id()
+        try:
+            res = await self._dispatch(call, call_id, ctx, registry, sem)
+        except Exception:
+            logger.exception("tool executor failed", extra={"fields": {"call_id": call_id}})
+            res = _fail("unexpected_error", GENERIC_FAILURE, retryable=False)
+        record = ToolCallRecord(
+            call_id=call_id,
+            tool_call_id=call.id,
+            name=call.name,
+            arguments=call.arguments,
+            outcome=res.outcome,
+            content=res.content,
+            duration_ms=(time.perf_counter() - started) * 1000.0,
+            result_size=res.result_size,
+            trimmed=res.trimmed,
+            attempts=res.attempts,
+            replayed=res.replayed,
+            data=res.data,
+        )
+        if logger.isEnabledFor(logging.INFO):
+            logger.info("tool_call", extra={"fields": _log_fields(record, ctx)})
+        if self._on_record is not None:
+            try:
+                await self._on_record(record, ctx)
+            except Exception:
+                logger.exception(
+                    "on_record callback failed", extra={"fields": {"call_id": call_id}}
+                )
+        return record
+
+    async def _dispatch(
+        self,
+        call: ToolCallRequest,
+        call_id: str,
+        ctx: ToolContext,
+        registry: ToolRegistry,
+        sem: asyncio.Semaphore,
+    ) -> _Result:
+        tool = registry.get(call.name)
+        if tool is None:
+            available = ", ".join(registry.names()) or "none"
+            return _fail(
+                "unknown_tool",
+                f"There is no tool named {str(call.name)[:80]!r}. Available tools: {available}.",
+                retryable=False,
+            )
+        parsed = parse_arguments(call.arguments)
+        if isinstance(parsed, str):
+            return _fail(
+                "bad_arguments",
+                f"Arguments for {tool.name} must be a JSON object: {parsed}.",
+                retryable=True,
+            )
+        try:
+            args = tool.args_model.model_validate(parsed)
+        except ValidationError as exc:
+            fields = field_errors(exc, tool.parameters)
+            listing = "; ".join(f"{k}: {v}" for k, v in fields.items())
+            return _fail(
+                "bad_arguments",
+                f"Invalid arguments for {tool.name}: {listing}. Fix these and call it again.",
+                retryable=True,
+                fields=fields,
+            )
+        if tool.write:
+            return await self._idempotent(tool, args, call_id, ctx, sem)
+        return await self._attempts(tool, args, call_id, ctx, sem)
+
+    async def _idempotent(
+        self,
+        tool: Tool,
+        args: BaseModel,
+        call_id: str,
+        ctx: ToolContext,
+        sem: asyncio.Semaphore,
+    ) -> _Result:
+        key = idempotency_key(ctx.session_id, tool.name, args)
+        async with self._locks.hold(key):
+            try:
+                cached = await self._cache.get_json(key)
+            except Exception:
+                logger.warning("idempotency cache read failed", exc_info=True)
+                cached = None
+            if isinstance(cached, dict) and isinstance(cached.get("content"), str):
+                return _Result(
+                    "ok",
+                    cached["content"],
+                    int(cached.get("result_size", len(cached["content"]))),
+                    data=cached.get("data"),
+                    trimmed=bool(cached.get("trimmed", False)),
+                    attempts=0,
+                    replayed=True,
+                )
+            res = await self._attempts(tool, args, call_id, ctx, sem)
+            if res.outcome == "ok":
+                entry = {
+                    "content": res.content,
+                    "result_size": res.result_size,
+                    "trimmed": res.trimmed,
+                    "data": res.data,
+                    "call_id": call_id,
+                }
+                try:
+                    await self._cache.set_json(key, entry, ttl=self.config.idempotency_ttl)
+                except Exception:
+                    logger.warning("idempotency cache write failed", exc_info=True)
+            return res
+
+    async def _attempts(
+        self,
+        tool: Tool,
+        args: BaseModel,
+        call_id: str,
+        ctx: ToolContext,
+        sem: asyncio.Semaphore,
+    ) -> _Result:
+        cfg = self.config
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            failure: BaseException | None = None
+            timed_out = False
+            async with sem:
+                timer = asyncio.timeout(tool.timeout)
+                try:
+                    async with timer:
+                        data = await tool.invoke(args, ctx)
+                except ToolBusinessError as exc:
+                    message = str(exc)[:1000] or "The request could not be completed."
+                    return _fail("business_error", message, retryable=False, attempts=attempt)
+                except ToolArgumentError as exc:
+                    return _fail(
+                        "bad_arguments",
+                        f"Invalid arguments for {tool.name}: {exc.field}: {exc.message}.",
+                        retryable=True,
+                        fields={exc.field: exc.message},
+                        attempts=attempt,
+                    )
+                except Exception as exc:
+                    failure = exc
+                    timed_out = timer.expired()
+            if failure is None:
+                clean = envelope.jsonable(data)
+                content, size, trimmed = envelope.fit(clean, cfg.max_result_chars)
+                return _Result("ok", content, size, clean, trimmed, attempt)
+            fields = {"call_id": call_id, "tool": tool.name, "attempt": attempt}
+            if not (timed_out or is_transient(failure)):
+                logger.exception(
+                    "tool raised an unexpected error", exc_info=failure, extra={"fields": fields}
+                )
+                return _fail("unexpected_error", GENERIC_FAILURE, retryable=False, attempts=attempt)
+            fields["error"] = "timeout" if timed_out else type(failure).__name__
+            logger.warning("tool transient failure", extra={"fields": fields})
+            delay = self._backoff(attempt)
+            late = time.monotonic() - started + delay > cfg.retry_budget
+            if attempt > cfg.max_retries or late:
+                return self._unavailable(tool, timed_out, attempt)
+            await asyncio.sleep(delay)
+
+    def _backoff(self, attempt: int) -> float:
+        base = min(self.config.backoff_max, self.config.backoff_base * 2 ** (attempt - 1))
+        return base * random.uniform(0.5, 1.0) if base > 0 else 0.0
+
+    @staticmethod
+    def _unavailable(tool: Tool, timed_out: bool, attempts: int) -> _Result:
+        why = f"did not answer within {tool.timeout:g}s" if timed_out else "could not be reached"
+        return _fail(
+            "timeout" if timed_out else "transient_error",
+            f"{tool.name} {why} ({attempts} attempts); it is temporarily unavailable, "
+            "try again later.",
+            retryable=True,
+            attempts=attempts,
+        )
+
+
+def _log_fields(record: ToolCallRecord, ctx: ToolContext) -> dict[str, Any]:
+    return {
+        "call_id": record.call_id,
+        "tool_call_id": record.tool_call_id[:64],
+        "tool": record.name[:64],
+        "session": ctx.session_id,
+        "turn": ctx.turn_id,
+        "outcome": record.outcome,
+        "duration_ms": round(record.duration_ms, 2),
+        "result_size": record.result_size,
+        "attempts": record.attempts,
+        "trimmed": record.trimmed,
+        "replayed": record.replayed,
+    }
