@@ -12,14 +12,15 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from bot.commands import CommandHandler
 from bot.config import Settings
 from bot.core import CommandReply, CommandRequest
 from bot.keys import SessionKey
 from bot.memory.context import ContextBuilder
-from bot.memory.session import CompressionPolicy, SessionMemory
+from bot.memory.session import CompressionPolicy, SessionMemory, hot_key
 from bot.messages import IncomingMessage, ReplySink
 from bot.model import ModelClient
 from bot.stores.factory import open_cache, open_store
@@ -38,6 +39,12 @@ SUMMARY_RETRY_AFTER = 30.0  # seconds before retrying a failed summary of the sa
 
 class StartupError(Exception):
     """A store or cache could not be opened; the message is one line for the operator."""
+
+
+@dataclass
+class _LocalLock:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
 
 
 @dataclass
@@ -85,7 +92,7 @@ class BotApp:
         self.commands = CommandHandler(
             store, pack_catalog(), admins=settings.admin_ids, on_erased=self._forget_hot
         )
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, _LocalLock] = {}
         self._bg = _Background(set(), {}, {})
 
     # BotCore ---------------------------------------------------------------------------------
@@ -132,7 +139,7 @@ class BotApp:
         return {"store": store_ok, "cache": cache_ok}
 
     async def close(self) -> None:
-        await self.drain(timeout=30.0)
+        await self.drain(within=30.0)
         await self.toolboxes.close()
         await self.model.close()
         if self.summary_model is not self.model:
@@ -145,17 +152,19 @@ class BotApp:
     @asynccontextmanager
     async def _session_turn(self, session: SessionKey) -> AsyncIterator[None]:
         """In-process FIFO lock first (cheap, fair), then the cross-process cache lock."""
-        local = self._locks.setdefault(session.id, asyncio.Lock())
+        entry = self._locks.setdefault(session.id, _LocalLock())
+        entry.users += 1
         timeout = self.settings.bot_turn_timeout
-        async with local:
-            try:
+        try:
+            async with entry.lock:
                 async with self.cache.lock(
                     f"lock:session:{session.id}", ttl=timeout + 30, wait=timeout
                 ):
                     yield
-            finally:
-                if not local._waiters and self._locks.get(session.id) is local:  # noqa: SLF001
-                    self._locks.pop(session.id, None)
+        finally:
+            entry.users -= 1
+            if entry.users == 0 and self._locks.get(session.id) is entry:
+                del self._locks[session.id]
 
     # background summarisation ----------------------------------------------------------------
 
@@ -175,10 +184,10 @@ class BotApp:
         task.add_done_callback(done)
 
     async def _compress(self, session: SessionKey) -> None:
-        async def summarise(messages: list[dict[str, object]], fmt: dict[str, object]) -> str:
+        async def summarise(messages: list[dict[str, Any]], response_format: dict[str, Any]) -> str:
             response = await self.summary_model.complete(
-                messages,  # type: ignore[arg-type]
-                response_format=fmt,  # type: ignore[arg-type]
+                messages,
+                response_format=response_format,
                 max_tokens=self.memory.policy.summary_tokens * 2,
             )
             return response.content
@@ -193,15 +202,15 @@ class BotApp:
         elif self.memory.needs_compression(await self.memory.load(session)):
             self._bg.retry_at[session.id] = time.monotonic() + SUMMARY_RETRY_AFTER
 
-    async def drain(self, timeout: float) -> None:
-        """Wait for background summaries (on shutdown), at most `timeout` seconds."""
+    async def drain(self, within: float) -> None:
+        """Wait for background summaries (on shutdown), at most `within` seconds."""
         pending = [t for t in self._bg.tasks if not t.done()]
         if pending:
-            await asyncio.wait(pending, timeout=timeout)
+            await asyncio.wait(pending, timeout=within)
 
     async def _forget_hot(self, session_ids: list[str]) -> None:
         for session_id in session_ids:
-            await self.cache.delete(f"hot:{session_id}")
+            await self.cache.delete(hot_key(session_id))
 
 
 def _replace_text(message: IncomingMessage, text: str) -> IncomingMessage:

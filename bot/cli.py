@@ -24,7 +24,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bot", description="AI chat bot for Slack and Discord")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    chat = sub.add_parser("chat", help="talk to the bot in the terminal (reads stdin lines when piped)")
+    chat = sub.add_parser(
+        "chat", help="talk to the bot in the terminal (reads stdin lines when piped)"
+    )
     chat.add_argument("--user", default=None, help="who is speaking (default: your login name)")
     chat.add_argument("--channel", default="terminal", help="where the conversation happens")
     chat.add_argument("--thread", default=None, help="a thread inside the channel")
@@ -33,7 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("discord", help="run the Discord bot")
 
     cons = sub.add_parser("consolidate", help="run long-term memory consolidation")
-    cons.add_argument("--now", action="store_true", help="run it now instead of showing the schedule")
+    cons.add_argument(
+        "--now", action="store_true", help="run it now instead of showing the schedule"
+    )
 
     sub.add_parser("doctor", help="check configuration and reach each configured service")
 
@@ -68,7 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "discord":
             return _fail("the Discord adapter is not part of this version yet", EXIT_UNAVAILABLE)
         if args.command == "consolidate":
-            return _fail("long-term consolidation is not part of this version yet", EXIT_UNAVAILABLE)
+            return _fail(
+                "long-term consolidation is not part of this version yet", EXIT_UNAVAILABLE
+            )
     except ConfigError as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:
@@ -114,7 +120,8 @@ async def _doctor(settings: Settings) -> int:
 async def _slack(settings: Settings) -> int:
     from bot.slack_main import run
 
-    return await run(settings)
+    code: int = await run(settings)
+    return code
 
 
 def _orders_demo(args: argparse.Namespace) -> int:

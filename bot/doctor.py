@@ -18,15 +18,19 @@ async def run_checks(settings: Settings) -> bool:
     results: list[bool] = []
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
     results.append(
-        _line(bool(key.strip()), "config", "OPENAI_API_KEY is set" if key else "OPENAI_API_KEY is not set")
+        _line(
+            bool(key.strip()),
+            "config",
+            "OPENAI_API_KEY is set" if key else "OPENAI_API_KEY is not set",
+        )
     )
     try:
         counter = TokenCounter(settings.bot_model)
-        results.append(
-            _line(True, "tokens", f"{counter.encoding.name} for {settings.bot_model}")
-        )
+        results.append(_line(True, "tokens", f"{counter.encoding.name} for {settings.bot_model}"))
     except Exception as exc:
-        results.append(_line(False, "tokens", f"tiktoken encoding unavailable ({type(exc).__name__})"))
+        results.append(
+            _line(False, "tokens", f"tiktoken encoding unavailable ({type(exc).__name__})")
+        )
 
     if key:
         client = ModelClient(

@@ -79,7 +79,13 @@ def encoding_name_for(model: str) -> str:
 def get_encoding(model: str) -> tiktoken.Encoding:
     name = encoding_name_for(model)
     _seed_cache(name)
-    return tiktoken.get_encoding(name)
+    try:
+        return tiktoken.get_encoding(name)
+    except Exception:
+        # tiktoken removes a cached file that fails its hash check before trying to download;
+        # offline that download fails, so seed a good copy once more and retry.
+        _seed_cache(name)
+        return tiktoken.get_encoding(name)
 
 
 class TokenCounter:

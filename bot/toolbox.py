@@ -42,7 +42,12 @@ class Toolbox:
 
 class ToolboxFactory:
     def __init__(
-        self, settings: Settings, *, store: Store, cache: Cache, config: ExecutorConfig | None = None
+        self,
+        settings: Settings,
+        *,
+        store: Store,
+        cache: Cache,
+        config: ExecutorConfig | None = None,
     ) -> None:
         self.store = store
         self.http = httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=5.0))

@@ -31,7 +31,7 @@ MAX_FACT_CHARS = 500
 )
 async def remember(
     fact: Annotated[
-        str, Field(description="The fact, as a short sentence, e.g. 'Is allergic to peanuts.'")
+        str, Field(description="The fact, as a short sentence, e.g. 'Prefers tea over coffee.'")
     ],
     ctx: ToolContext,
     facts: Injected[FactStore],

@@ -29,7 +29,12 @@ from bot.tokens import TokenCounter
 log = logging.getLogger(__name__)
 
 TAIL_LIMIT = 160  # most unsummarised messages kept hot / loaded per turn
+FOLD_SCAN = 120  # most messages read for one summarisation
 MAX_PINNED = 30
+
+
+def hot_key(session_id: str) -> str:
+    return f"hot:{session_id}"
 
 
 class Summariser(Protocol):
@@ -87,37 +92,32 @@ class SessionMemory:
 
     @staticmethod
     def _hot_key(session: SessionKey) -> str:
-        return f"hot:{session.id}"
+        return hot_key(session.id)
 
     async def load(self, session: SessionKey) -> HotSession:
+        """The state (always from the store: small, and the summariser may have just changed it)
+        and the unsummarised tail (from the cache when its last seq matches the store's)."""
         latest = await self.store.recent(session, limit=1)
         latest_seq = latest[-1].seq if latest else 0
-        cached = await self._cached(session)
-        if cached is not None and cached.last_seq == latest_seq:
-            return cached
         state = await self.store.get_state(session) or SessionState(session=session.id)
-        tail = await self.store.recent(session, limit=TAIL_LIMIT)
-        hot = HotSession(state, [m for m in tail if m.seq > state.summary_upto_seq])
-        await self._save_hot(session, hot)
-        return hot
+        tail = await self._cached_tail(session)
+        if tail is None or (tail[-1].seq if tail else 0) != latest_seq:
+            tail = await self.store.recent(session, limit=TAIL_LIMIT)
+            await self._save_tail(session, tail)
+        return HotSession(state, [m for m in tail if m.seq > state.summary_upto_seq])
 
-    async def _cached(self, session: SessionKey) -> HotSession | None:
+    async def _cached_tail(self, session: SessionKey) -> list[StoredMessage] | None:
         try:
             raw = await self.cache.get_json(self._hot_key(session))
-            if not isinstance(raw, dict):
+            if not isinstance(raw, list):
                 return None
-            state = SessionState.model_validate(raw["state"])
-            tail = [StoredMessage.model_validate(m) for m in raw["tail"]]
-            return HotSession(state, tail)
+            return [StoredMessage.model_validate(m) for m in raw]
         except Exception:  # a corrupt or old-format entry is just a miss
             log.warning("hot_session_unreadable", extra={"fields": {"session": session.id}})
             return None
 
-    async def _save_hot(self, session: SessionKey, hot: HotSession) -> None:
-        payload = {
-            "state": hot.state.model_dump(mode="json"),
-            "tail": [m.model_dump(mode="json") for m in hot.tail[-TAIL_LIMIT:]],
-        }
+    async def _save_tail(self, session: SessionKey, tail: list[StoredMessage]) -> None:
+        payload = [m.model_dump(mode="json") for m in tail[-TAIL_LIMIT:]]
         await self.cache.set_json(self._hot_key(session), payload, ttl=self.idle_ttl)
 
     async def forget_hot(self, session: SessionKey) -> None:
@@ -132,17 +132,19 @@ class SessionMemory:
                 msg.tokens = self.counter.count(msg.content)
         stored = await self.store.append(session, messages)
         hot.tail.extend(stored)
-        await self._save_hot(session, hot)
+        await self._save_tail(session, hot.tail)
         return stored
 
     def needs_compression(self, hot: HotSession) -> bool:
         tail = hot.tail
+        if tail and tail[0].seq > hot.state.summary_upto_seq + 1:
+            return True  # a backlog older than the hot tail is waiting to be folded
         if len(tail) > self.policy.max_messages:
             return True
         return sum(m.tokens + 4 for m in tail) > self.policy.max_tokens
 
-    def _fold_range(self, tail: list[StoredMessage]) -> list[StoredMessage]:
-        """The oldest whole turns to fold: keep `keep_tokens` of newest history raw."""
+    def _keep_from_seq(self, tail: list[StoredMessage]) -> int:
+        """First seq of the newest whole turns kept raw (about `keep_tokens` of them)."""
         groups = group_turns(tail)
         kept_tokens = 0
         keep_from = len(groups)
@@ -154,11 +156,26 @@ class SessionMemory:
             keep_from = i
             if len(groups) - i >= 6 and kept_tokens > self.policy.keep_tokens // 2:
                 break
-        fold_groups = groups[:keep_from]
-        # Keep the summarisation request itself inside its input cap.
+        if keep_from >= len(groups):
+            return tail[-1].seq + 1 if tail else 1
+        return groups[keep_from][0].seq
+
+    async def _fold_range(self, session: SessionKey, hot: HotSession) -> list[StoredMessage]:
+        """The oldest unsummarised whole turns, read from the store (not the bounded hot tail,
+        so a backlog left by failed summaries is caught up rather than skipped), capped so the
+        summarisation request fits its own budget."""
+        start = hot.state.summary_upto_seq
+        keep_from = self._keep_from_seq(hot.tail)
+        scan_to = min(keep_from - 1, start + FOLD_SCAN)
+        if scan_to <= start:
+            return []
+        candidates = await self.store.between(session, after_seq=start, upto_seq=scan_to)
+        groups = group_turns(candidates)
+        if scan_to < keep_from - 1 and len(groups) > 1:
+            groups = groups[:-1]  # the scan may have cut the last turn in half
         folded: list[StoredMessage] = []
         used = 0
-        for group in fold_groups:
+        for group in groups:
             cost = sum(self.counter.count(transcript_line(m)) + 2 for m in group)
             if folded and used + cost > self.policy.input_tokens:
                 break
@@ -172,7 +189,7 @@ class SessionMemory:
         hot = await self.load(session)
         if not self.needs_compression(hot):
             return False
-        fold = self._fold_range(hot.tail)
+        fold = await self._fold_range(session, hot)
         if not fold:
             return False
         state = hot.state
@@ -207,10 +224,15 @@ class SessionMemory:
         speakers = sorted({*state.summary_speakers, *(m.speaker for m in fold)})
         pinned = list(state.pinned)
         known = {p.text.strip().lower() for p in pinned}
-        for text in key_facts:
-            if text.strip().lower() not in known:
-                pinned.append(PinnedFact(text=text.strip(), speaker="", seq=upto))
-                known.add(text.strip().lower())
+        # Key facts can only be attributed when one person spoke in the folded range; "" means
+        # "anyone in summary_speakers" (erased with the summary when one of them asks).
+        users = {m.speaker for m in fold if m.role == "user"}
+        owner = users.pop() if len(users) == 1 else ""
+        for raw_fact in key_facts:
+            text = raw_fact.strip().lstrip("-•* ").strip()
+            if text and text.lower() not in known:
+                pinned.append(PinnedFact(text=text, speaker=owner, seq=upto))
+                known.add(text.lower())
         for _ in range(2):  # optimistic concurrency: re-read once on conflict
             current = await self.store.get_state(session) or SessionState(session=session.id)
             if current.summary_upto_seq >= upto:
@@ -224,7 +246,6 @@ class SessionMemory:
                 break
         else:
             return False
-        await self.forget_hot(session)
         log.info(
             "summary_written",
             extra={

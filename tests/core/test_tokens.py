@@ -1,0 +1,63 @@
+"""Offline token counting: the packaged rank files seed tiktoken's cache, hash-checked."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.tokens import FALLBACK_ENCODING, TokenCounter, encoding_name_for
+
+URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+
+SCRIPT = """
+import sys
+from bot.tokens import TokenCounter
+c = TokenCounter(sys.argv[1])
+print(c.encoding.name, c.count("请记住我对花生过敏"), c.count("hello world"))
+"""
+
+
+def _run(tmp: Path, model: str) -> subprocess.CompletedProcess[str]:
+    env = {"TIKTOKEN_CACHE_DIR": str(tmp), "PATH": "/usr/bin:/bin", "HOME": str(tmp)}
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, model], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_fresh_cache_is_seeded_offline(tmp_path: Path) -> None:
+    out = _run(tmp_path, "gpt-4o-mini")
+    assert out.returncode == 0, out.stderr
+    name, zh, en = out.stdout.split()
+    assert name == "o200k_base"
+    assert int(en) == 2 and 3 <= int(zh) <= 12
+    assert (tmp_path / hashlib.sha1(URL.encode()).hexdigest()).exists()
+
+
+def test_corrupt_cache_file_is_replaced(tmp_path: Path) -> None:
+    target = tmp_path / hashlib.sha1(URL.encode()).hexdigest()
+    target.write_bytes(b"not a rank file")
+    out = _run(tmp_path, "gpt-4o")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("o200k_base")
+    assert target.stat().st_size > 1_000_000
+
+
+@pytest.mark.parametrize(
+    ("model", "encoding"),
+    [("gpt-4o-mini", "o200k_base"), ("gpt-4", "cl100k_base"), ("llama3.1:8b", FALLBACK_ENCODING)],
+)
+def test_encoding_choice(model: str, encoding: str) -> None:
+    assert encoding_name_for(model) == encoding
+
+
+def test_message_and_truncate_counts() -> None:
+    counter = TokenCounter("gpt-4o-mini")
+    msg = {"role": "user", "content": "hello world"}
+    assert counter.message(msg) == counter.count("hello world") + 4
+    long = "花生" * 500
+    cut = counter.truncate(long, 50)
+    assert counter.count(cut) <= 50 and long.startswith(cut)
