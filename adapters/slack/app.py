@@ -1,0 +1,131 @@
+"""Wiring: one Bolt AsyncApp, its Web API client and the adapter's helpers.
+
+The Web API client honours SLACK_API_URL, retries rate-limited calls per Retry-After, and
+shares one aiohttp session (Bolt makes a client per request; without a shared session every
+call would open a new connection).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import aiohttp
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization.async_authorize import AsyncAuthorize
+from slack_bolt.oauth.async_oauth_settings import AsyncOAuthSettings
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack.config import SlackConfig, SlackConfigError
+from adapters.slack.handlers import SlackHandlers
+from adapters.slack.logs import emit
+from adapters.slack.oauth import (
+    InstallationAuthorize,
+    SingleTeamAuthorize,
+    SlackInstallationStorage,
+    StorageInstallationStore,
+    StorageOAuthStateStore,
+)
+from adapters.slack.tasks import TaskTracker
+from bot.core import BotCore
+
+_LOG = logging.getLogger(__name__)
+
+INSTALL_PATH = "/slack/install"
+REDIRECT_PATH = "/slack/oauth_redirect"
+EVENTS_PATH = "/slack/events"
+
+
+class SlackRuntime:
+    """The Bolt app plus what must be started and stopped with it."""
+
+    def __init__(
+        self,
+        core: BotCore,
+        config: SlackConfig,
+        storage: SlackInstallationStorage | None = None,
+    ) -> None:
+        config.validate()
+        self.core = core
+        self.config = config
+        self.tasks = TaskTracker()
+        self.client = AsyncWebClient(
+            base_url=config.base_url,
+            retry_handlers=[
+                AsyncConnectionErrorRetryHandler(max_retry_count=1),
+                AsyncRateLimitErrorRetryHandler(max_retry_count=config.rate_limit_retries),
+            ],
+        )
+        self.installation_store: StorageInstallationStore | None = None
+        self.single_team: SingleTeamAuthorize | None = None
+        oauth_settings: AsyncOAuthSettings | None = None
+        authorize: AsyncAuthorize
+        if config.oauth_enabled:
+            if storage is None:
+                raise SlackConfigError(
+                    "SLACK_CLIENT_ID is set but the Slack adapter got no installation storage"
+                )
+            self.installation_store = StorageInstallationStore(
+                storage, cache_seconds=config.installation_cache_seconds
+            )
+            oauth_settings = AsyncOAuthSettings(
+                client_id=config.client_id,
+                client_secret=config.client_secret,
+                scopes=list(config.scopes),
+                user_scopes=[],
+                redirect_uri=config.redirect_uri,
+                install_path=INSTALL_PATH,
+                redirect_uri_path=REDIRECT_PATH,
+                install_page_rendering_enabled=False,
+                authorization_url=config.authorization_url,
+                installation_store=self.installation_store,
+                state_store=StorageOAuthStateStore(storage),
+                logger=_LOG,
+            )
+            authorize = InstallationAuthorize(self.installation_store)
+        else:
+            self.single_team = SingleTeamAuthorize(str(config.bot_token), self.client)
+            authorize = self.single_team
+        self.app = AsyncApp(
+            name="chatbot-slack",
+            signing_secret=config.signing_secret,
+            client=self.client,
+            authorize=authorize,  # type: ignore[arg-type]  # an AsyncAuthorize may return None
+            installation_store=self.installation_store,
+            oauth_settings=oauth_settings,
+            process_before_response=False,
+            ignoring_self_events_enabled=True,
+        )
+        self.handlers = SlackHandlers(core, config, self.tasks, self.installation_store)
+        self.handlers.register(self.app)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        """Open the shared HTTP session; learn the bot's identity early (single workspace)."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=max(100, self.config.max_concurrent_turns)),
+            )
+            self.client.session = self._session
+        if self.single_team is not None:
+            identity = await self.single_team.identity()
+            if identity is None:
+                emit(_LOG, "slack_auth_test_failed", logging.WARNING)
+        emit(
+            _LOG,
+            "slack_runtime_started",
+            mode="socket" if self.config.socket_mode else "http",
+            oauth=self.config.oauth_enabled,
+            api_url=self.config.base_url,
+        )
+
+    async def stop(self) -> None:
+        """Finish in-flight answers (bounded), then close the session."""
+        left = await self.tasks.drain(self.config.shutdown_grace_seconds)
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        emit(_LOG, "slack_runtime_stopped", cancelled=left)

@@ -1,0 +1,125 @@
+"""The few settings the Slack adapter needs, passed in explicitly.
+
+The adapter does not import `bot.config`: the CLI builds a `SlackConfig` (or calls
+`SlackConfig.from_settings(settings)`, which only reads attributes) so the adapter can be tested
+and reused without the whole settings model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_API_URL = "https://slack.com/api/"
+
+# Bot scopes the app asks for at OAuth install; keep in sync with manifest.yaml.
+DEFAULT_SCOPES: tuple[str, ...] = (
+    "app_mentions:read",
+    "assistant:write",
+    "channels:history",
+    "chat:write",
+    "commands",
+    "files:write",
+    "groups:history",
+    "im:history",
+    "mpim:history",
+    "reactions:write",
+    "users:read",
+)
+
+DEFAULT_PROMPTS: tuple[tuple[str, str], ...] = (
+    ("What do you remember about me?", "What do you remember about me?"),
+    ("Remember a preference", "Please remember that I prefer short answers."),
+    ("Weather", "What's the weather like in Paris today?"),
+)
+
+
+class SlackConfigError(ValueError):
+    """A missing or inconsistent Slack setting; the message names the environment variable."""
+
+
+@dataclass(frozen=True)
+class SlackConfig:
+    """Everything the Slack adapter reads. Tokens live here only; they are never logged."""
+
+    signing_secret: str = ""
+    bot_token: str | None = None
+    app_token: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = None
+    api_url: str = DEFAULT_API_URL
+    http_host: str = "0.0.0.0"
+    http_port: int = 3000
+    # OAuth install
+    scopes: tuple[str, ...] = DEFAULT_SCOPES
+    redirect_uri: str | None = None
+    authorization_url: str = "https://slack.com/oauth/v2/authorize"
+    installation_cache_seconds: float = 60.0
+    # behaviour
+    allow_bot_messages: bool = False
+    streaming: bool = True
+    update_interval: float = 1.0
+    stream_interval: float = 0.5
+    message_limit: int = 3900
+    stream_limit: int = 12000
+    file_threshold: int = 12000
+    working_reaction: str = "eyes"
+    thinking_status: str = "is thinking..."
+    suggested_prompts: tuple[tuple[str, str], ...] = DEFAULT_PROMPTS
+    max_concurrent_turns: int = 256
+    rate_limit_retries: int = 3
+    command_inline_seconds: float = 2.0
+    shutdown_grace_seconds: float = 20.0
+
+    @property
+    def socket_mode(self) -> bool:
+        return bool(self.app_token)
+
+    @property
+    def oauth_enabled(self) -> bool:
+        return bool(self.client_id and self.client_secret)
+
+    def validate(self) -> None:
+        """Fail with one line naming the variable, never deep inside a request."""
+        if self.socket_mode and not (self.app_token or "").startswith("xapp-"):
+            raise SlackConfigError("SLACK_APP_TOKEN must be an app-level token starting with xapp-")
+        if not self.socket_mode and not self.signing_secret:
+            raise SlackConfigError("SLACK_SIGNING_SECRET is required to serve Slack over HTTP")
+        if bool(self.client_id) != bool(self.client_secret):
+            raise SlackConfigError("SLACK_CLIENT_ID and SLACK_CLIENT_SECRET must be set together")
+        if not self.oauth_enabled and not self.bot_token:
+            raise SlackConfigError(
+                "SLACK_BOT_TOKEN is required (or SLACK_CLIENT_ID/SLACK_CLIENT_SECRET for OAuth)"
+            )
+        if self.bot_token and not self.oauth_enabled and not self.bot_token.startswith("xoxb-"):
+            raise SlackConfigError("SLACK_BOT_TOKEN must be a bot token starting with xoxb-")
+        if not self.api_url.startswith(("http://", "https://")):
+            raise SlackConfigError("SLACK_API_URL must be an http(s) URL")
+
+    @property
+    def base_url(self) -> str:
+        """`SLACK_API_URL` with the trailing slash slack_sdk needs."""
+        return self.api_url if self.api_url.endswith("/") else self.api_url + "/"
+
+    @classmethod
+    def from_settings(cls, settings: Any, **overrides: Any) -> SlackConfig:
+        """Build from any object with the `bot.config.Settings` attribute names (duck-typed)."""
+
+        def get(name: str, default: Any = None) -> Any:
+            value = getattr(settings, name, default)
+            if hasattr(value, "get_secret_value"):
+                value = value.get_secret_value()
+            return default if value in (None, "") else value
+
+        values: dict[str, Any] = {
+            "signing_secret": get("slack_signing_secret", ""),
+            "bot_token": get("slack_bot_token"),
+            "app_token": get("slack_app_token"),
+            "client_id": get("slack_client_id"),
+            "client_secret": get("slack_client_secret"),
+            "api_url": str(get("slack_api_url", DEFAULT_API_URL)),
+            "http_host": get("bot_http_host", "0.0.0.0"),
+            "http_port": int(get("bot_http_port", 3000)),
+        }
+        values.update(overrides)
+        return cls(**values)

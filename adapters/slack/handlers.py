@@ -1,0 +1,367 @@
+"""Bolt listeners: Slack events and slash commands in, core calls out.
+
+Listeners run after Bolt has acked (events) or ack themselves within the 3-second window
+(commands). Event listeners only route and hand the turn to the task tracker; everything slow
+(de-duplication, user lookups, the turn itself) happens in that task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack.config import SlackConfig
+from adapters.slack.dedup import Deduplicator
+from adapters.slack.errors import api_failed
+from adapters.slack.logs import emit
+from adapters.slack.mrkdwn import markdown_to_mrkdwn, split_message
+from adapters.slack.normalize import mentioned_users, normalize_event
+from adapters.slack.routing import Route, route_event
+from adapters.slack.sink import Capabilities, ReplyTarget, SlackReplySink
+from adapters.slack.tasks import TaskTracker
+from adapters.slack.threads import ThreadTracker
+from adapters.slack.ttlcache import TTLCache
+from adapters.slack.users import UserDirectory
+from bot import metrics
+from bot.core import BotCore, CommandReply, CommandRequest
+from bot.messages import IncomingMessage
+
+_LOG = logging.getLogger(__name__)
+PLATFORM = "slack"
+APOLOGY = "Sorry, something went wrong while answering. Please try again."
+COMMAND_FAILED = "Sorry, that command failed. Please try again."
+COMMANDS = ("memory", "tools")
+
+
+def _team(context: AsyncBoltContext, body: dict[str, Any]) -> str:
+    return str(context.team_id or body.get("team_id") or context.enterprise_id or "")
+
+
+class SlackHandlers:
+    """Holds the per-process helpers (dedup, users, threads) and the listener functions."""
+
+    def __init__(
+        self,
+        core: BotCore,
+        config: SlackConfig,
+        tasks: TaskTracker,
+        installation_store: AsyncInstallationStore | None = None,
+    ) -> None:
+        self.core = core
+        self.config = config
+        self.tasks = tasks
+        self.installation_store = installation_store
+        self.dedup = Deduplicator(core.first_delivery)
+        self.users = UserDirectory()
+        self.threads = ThreadTracker()
+        self.caps = Capabilities()
+        self._titled: TTLCache[tuple[str, str, str], bool] = TTLCache(50_000, 86400.0)
+        self._turns = asyncio.Semaphore(config.max_concurrent_turns)
+
+    def register(self, app: AsyncApp) -> None:
+        app.event("app_mention")(self.on_message_event)
+        app.event("message")(self.on_message_event)
+        app.event("assistant_thread_started")(self.on_thread_started)
+        app.event("assistant_thread_context_changed")(self.on_ignored_event)
+        for name in COMMANDS:
+            app.command(f"/{name}")(self.on_command)
+        if self.installation_store is not None:
+            app.event("app_uninstalled")(self.on_app_uninstalled)
+            app.event("tokens_revoked")(self.on_tokens_revoked)
+        app.error(self.on_error)
+
+    # -- events ------------------------------------------------------------------------------
+
+    async def on_message_event(
+        self,
+        body: dict[str, Any],
+        event: dict[str, Any],
+        context: AsyncBoltContext,
+        client: AsyncWebClient,
+        request: AsyncBoltRequest,
+    ) -> None:
+        received = time.monotonic()
+        metrics.EVENTS.labels(PLATFORM, str(event.get("type"))).inc()
+        route = route_event(
+            event,
+            team=_team(context, body),
+            bot_user_id=context.bot_user_id,
+            bot_id=context.bot_id,
+            allow_bots=self.config.allow_bot_messages,
+        )
+        if route is None:
+            return
+        retries = request.headers.get("x-slack-retry-num") or []
+        retry = retries[0] if retries else None
+        self.tasks.spawn(
+            self._answer(
+                route, body, event, client, context.bot_user_id, context.bot_id, retry, received
+            ),
+            name=f"slack-turn-{route.channel}-{route.message_ts}",
+        )
+
+    async def _answer(
+        self,
+        route: Route,
+        body: dict[str, Any],
+        event: dict[str, Any],
+        client: AsyncWebClient,
+        bot_user_id: str | None,
+        bot_id: str | None,
+        retry: str | None,
+        received: float,
+    ) -> None:
+        event_id = body.get("event_id")
+        if event_id and not await self.dedup.first(f"slack:{route.team}:event:{event_id}"):
+            return
+        if route.needs_thread_check and not await self.threads.bot_in_thread(
+            client,
+            team=route.team,
+            channel=route.channel,
+            thread_ts=str(route.reply_thread_ts),
+            bot_user_id=bot_user_id,
+            bot_id=bot_id,
+            parent_user_id=event.get("parent_user_id"),
+        ):
+            return
+        # The same message can reach us under another event id (e.g. a second subscription).
+        if not await self.dedup.first(f"slack:{route.team}:msg:{route.channel}:{route.message_ts}"):
+            return
+        if route.reply_thread_ts and not route.is_dm:
+            self.threads.mark(route.team, route.channel, route.reply_thread_ts)
+
+        wanted = [u for u in mentioned_users(str(event.get("text") or "")) if u != bot_user_id]
+        names = await self.users.names(client, route.team, [route.user, *wanted])
+        normalized = normalize_event(event, bot_user_id=bot_user_id, names=names)
+        if not normalized.text and not normalized.attachments:
+            emit(_LOG, "slack_message_empty", channel=route.channel)
+            return
+        if route.assistant_thread and route.reply_thread_ts:
+            self._maybe_title(client, route, normalized.text)
+
+        message = IncomingMessage(
+            platform=PLATFORM,
+            team=route.team,
+            channel=route.channel,
+            thread=route.session_thread,
+            user=route.user,
+            text=normalized.text,
+            message_id=route.message_ts,
+            user_name=names.get(route.user),
+            is_dm=route.is_dm,
+            attachments=normalized.attachments,
+        )
+        target = ReplyTarget(
+            team=route.team,
+            channel=route.channel,
+            user=route.user,
+            message_ts=route.message_ts,
+            thread_ts=route.reply_thread_ts,
+            assistant_thread=route.assistant_thread,
+        )
+        sink = SlackReplySink(client, target, self.config, self.caps)
+        emit(
+            _LOG,
+            "slack_turn_start",
+            team=route.team,
+            channel=route.channel,
+            event_id=event_id,
+            retry=retry,
+            dm=route.is_dm,
+            mention=route.via_mention,
+            queued_ms=round((time.monotonic() - received) * 1000, 1),
+        )
+        async with self._turns:
+            await self._run_turn(message, sink)
+
+    async def _run_turn(self, message: IncomingMessage, sink: SlackReplySink) -> None:
+        try:
+            await self.core.handle_message(message, sink)
+        except Exception as exc:
+            metrics.ERRORS.labels(PLATFORM, "turn_failed").inc()
+            emit(
+                _LOG,
+                "slack_turn_failed",
+                logging.ERROR,
+                channel=message.channel,
+                error=type(exc).__name__,
+            )
+        if not sink.finished:  # the core must always finish; never leave the person hanging
+            emit(_LOG, "slack_turn_unfinished", logging.WARNING, channel=message.channel)
+            await sink.finish(APOLOGY, error=True)
+
+    def _maybe_title(self, client: AsyncWebClient, route: Route, text: str) -> None:
+        key = (route.team, route.channel, str(route.reply_thread_ts))
+        if route.team in self.caps.no_assistant or not self._titled.add(key, True):
+            return
+        title = " ".join(text.split())[:60] or "New chat"
+
+        async def set_title() -> None:
+            try:
+                await client.assistant_threads_setTitle(
+                    channel_id=route.channel, thread_ts=str(route.reply_thread_ts), title=title
+                )
+            except Exception as exc:
+                api_failed(_LOG, "assistant.threads.setTitle", exc)
+
+        self.tasks.spawn(set_title(), name="slack-set-title")
+
+    async def on_thread_started(self, event: dict[str, Any], client: AsyncWebClient) -> None:
+        metrics.EVENTS.labels(PLATFORM, "assistant_thread_started").inc()
+        thread = event.get("assistant_thread") or {}
+        channel, thread_ts = thread.get("channel_id"), thread.get("thread_ts")
+        if not channel or not thread_ts or not self.config.suggested_prompts:
+            return
+        prompts = [{"title": t, "message": m} for t, m in self.config.suggested_prompts[:4]]
+        try:
+            await client.assistant_threads_setSuggestedPrompts(
+                channel_id=channel, thread_ts=thread_ts, title="Try asking", prompts=prompts
+            )
+        except Exception as exc:
+            api_failed(_LOG, "assistant.threads.setSuggestedPrompts", exc)
+
+    async def on_ignored_event(self, event: dict[str, Any]) -> None:
+        metrics.EVENTS.labels(PLATFORM, str(event.get("type"))).inc()
+
+    async def on_app_uninstalled(self, context: AsyncBoltContext) -> None:
+        metrics.EVENTS.labels(PLATFORM, "app_uninstalled").inc()
+        if self.installation_store is not None:
+            await self.installation_store.async_delete_all(
+                enterprise_id=context.enterprise_id, team_id=context.team_id
+            )
+        emit(_LOG, "slack_app_uninstalled", team=context.team_id, enterprise=context.enterprise_id)
+
+    async def on_tokens_revoked(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
+        metrics.EVENTS.labels(PLATFORM, "tokens_revoked").inc()
+        store = self.installation_store
+        if store is None:
+            return
+        tokens = event.get("tokens") or {}
+        for user_id in tokens.get("oauth") or []:
+            await store.async_delete_installation(
+                enterprise_id=context.enterprise_id, team_id=context.team_id, user_id=user_id
+            )
+        if tokens.get("bot"):
+            await store.async_delete_all(
+                enterprise_id=context.enterprise_id, team_id=context.team_id
+            )
+        emit(_LOG, "slack_tokens_revoked", team=context.team_id, bot=bool(tokens.get("bot")))
+
+    async def on_error(self, error: Exception, body: dict[str, Any]) -> None:
+        metrics.ERRORS.labels(PLATFORM, "listener_failed").inc()
+        kind = body.get("event", {}).get("type") if isinstance(body.get("event"), dict) else None
+        emit(
+            _LOG,
+            "slack_listener_failed",
+            logging.ERROR,
+            error=type(error).__name__,
+            kind=kind or body.get("type") or body.get("command"),
+        )
+
+    # -- slash commands ----------------------------------------------------------------------
+
+    async def on_command(
+        self,
+        ack: Callable[..., Awaitable[Any]],
+        command: dict[str, Any],
+        body: dict[str, Any],
+        context: AsyncBoltContext,
+        client: AsyncWebClient,
+        respond: Callable[..., Awaitable[Any]],
+    ) -> None:
+        """Ack with the answer if the core is quick, else ack now and answer via response_url."""
+        name = str(command.get("command") or "").lstrip("/")
+        metrics.EVENTS.labels(PLATFORM, f"command_{name}").inc()
+        started = time.monotonic()
+        task = self.tasks.spawn(
+            self._command(name, command, body, context, client), name=f"slack-command-{name}"
+        )
+        done, _ = await asyncio.wait({task}, timeout=self.config.command_inline_seconds)
+        if done and task.exception() is None and len(task.result()) <= self.config.message_limit:
+            text = task.result()
+            await ack(text=text, response_type="ephemeral")
+            emit(
+                _LOG,
+                "slack_command_answered",
+                command=name,
+                inline=True,
+                ms=round((time.monotonic() - started) * 1000, 1),
+            )
+            return
+        await ack()
+        try:
+            text = await task
+        except Exception:
+            text = COMMAND_FAILED
+        await self._respond_later(respond, client, command, text)
+        emit(
+            _LOG,
+            "slack_command_answered",
+            command=name,
+            inline=False,
+            ms=round((time.monotonic() - started) * 1000, 1),
+        )
+
+    async def _command(
+        self,
+        name: str,
+        command: dict[str, Any],
+        body: dict[str, Any],
+        context: AsyncBoltContext,
+        client: AsyncWebClient,
+    ) -> str:
+        team = _team(context, body)
+        user = str(command.get("user_id") or context.user_id or "")
+        is_admin = False
+        if name == "tools":
+            person = await self.users.get(client, team, user, fresh=True)
+            is_admin = bool(person and person.is_platform_admin)
+        request = CommandRequest(
+            platform=PLATFORM,
+            team=team,
+            channel=str(command.get("channel_id") or ""),
+            user=user,
+            command=name,
+            text=str(command.get("text") or "").strip(),
+            is_platform_admin=is_admin,
+        )
+        try:
+            reply: CommandReply = await self.core.handle_command(request)
+        except Exception as exc:
+            metrics.ERRORS.labels(PLATFORM, "command_failed").inc()
+            emit(
+                _LOG, "slack_command_failed", logging.ERROR, command=name, error=type(exc).__name__
+            )
+            return COMMAND_FAILED
+        return markdown_to_mrkdwn(reply.text) or "Done."
+
+    async def _respond_later(
+        self,
+        respond: Callable[..., Awaitable[Any]],
+        client: AsyncWebClient,
+        command: dict[str, Any],
+        text: str,
+    ) -> None:
+        parts = split_message(text, self.config.message_limit)
+        for part in parts:
+            try:
+                if command.get("response_url"):
+                    await respond(text=part, response_type="ephemeral")
+                else:
+                    await client.chat_postEphemeral(
+                        channel=str(command.get("channel_id")),
+                        user=str(command.get("user_id")),
+                        text=part,
+                    )
+            except Exception as exc:
+                api_failed(_LOG, "response_url", exc)
+                return

@@ -1,0 +1,127 @@
+"""Which Slack events the bot answers, and where the answer goes (pure, no I/O).
+
+The conversation contract: a mention in a channel is answered in a thread (the message's thread
+or a new one under it); later messages in a thread the bot answered need no mention; every DM is
+answered. A channel message that mentions the bot arrives twice (`app_mention` and `message`), so
+the `message` copy is dropped here and the mention path answers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.slack.normalize import mentions
+
+# Message subtypes that are a person (or, if allowed, a bot) saying something new.
+_ANSWERABLE_SUBTYPES = {None, "file_share", "thread_broadcast", "me_message"}
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a message came from and where its answer goes."""
+
+    team: str
+    channel: str
+    user: str
+    message_ts: str
+    reply_thread_ts: str | None  # None: a top-level DM reply
+    session_thread: str | None  # the thread part of the core's SessionKey
+    is_dm: bool
+    assistant_thread: bool  # a DM thread: the AI app surface (status, title, prompts)
+    needs_thread_check: bool  # a channel thread reply without mention: only if the bot is in it
+    via_mention: bool
+
+
+def is_dm_event(event: Mapping[str, Any]) -> bool:
+    return event.get("channel_type") == "im" or str(event.get("channel", "")).startswith("D")
+
+
+def _is_bot(event: Mapping[str, Any]) -> bool:
+    return bool(event.get("bot_id")) or event.get("subtype") == "bot_message"
+
+
+def _is_self(event: Mapping[str, Any], bot_user_id: str | None, bot_id: str | None) -> bool:
+    return bool(
+        (bot_user_id and event.get("user") == bot_user_id)
+        or (bot_id and event.get("bot_id") == bot_id)
+    )
+
+
+def route_event(
+    event: Mapping[str, Any],
+    *,
+    team: str,
+    bot_user_id: str | None,
+    bot_id: str | None,
+    allow_bots: bool = False,
+) -> Route | None:
+    """A `Route` if the bot should answer this `app_mention` / `message` event, else None."""
+    kind = event.get("type")
+    channel = str(event.get("channel") or "")
+    ts = str(event.get("ts") or "")
+    if not channel or not ts or not team or event.get("hidden"):
+        return None
+    if _is_self(event, bot_user_id, bot_id):
+        return None
+    subtype = event.get("subtype")
+    if subtype == "bot_message" and not allow_bots:
+        return None
+    if subtype not in _ANSWERABLE_SUBTYPES and subtype != "bot_message":
+        return None
+    if _is_bot(event) and not allow_bots:
+        return None
+    user = str(event.get("user") or event.get("bot_id") or "")
+    if not user:
+        return None
+    thread_ts = event.get("thread_ts")
+    thread = str(thread_ts) if thread_ts else None
+    dm = is_dm_event(event)
+
+    if kind == "app_mention":
+        if dm:
+            return None  # DMs are answered from the message.im copy
+        return Route(
+            team=team,
+            channel=channel,
+            user=user,
+            message_ts=ts,
+            reply_thread_ts=thread or ts,
+            session_thread=thread or ts,
+            is_dm=False,
+            assistant_thread=False,
+            needs_thread_check=False,
+            via_mention=True,
+        )
+    if kind != "message":
+        return None
+    if dm:
+        return Route(
+            team=team,
+            channel=channel,
+            user=user,
+            message_ts=ts,
+            reply_thread_ts=thread,
+            session_thread=thread,
+            is_dm=True,
+            assistant_thread=thread is not None,
+            needs_thread_check=False,
+            via_mention=False,
+        )
+    if mentions(str(event.get("text") or ""), bot_user_id):
+        return None  # the app_mention copy of this message answers it
+    if thread is None or thread == ts:
+        return None  # a plain channel message without a mention
+    return Route(
+        team=team,
+        channel=channel,
+        user=user,
+        message_ts=ts,
+        reply_thread_ts=thread,
+        session_thread=thread,
+        is_dm=False,
+        assistant_thread=False,
+        needs_thread_check=True,
+        via_mention=False,
+    )

@@ -1,0 +1,97 @@
+"""Which channel threads the bot takes part in (so follow-ups need no mention).
+
+Threads the bot answered in this process are remembered locally. Otherwise (another process
+answered, or this one restarted) Slack is asked once with conversations.replies and the answer
+is cached: a "yes" for long, a "no" only briefly, because the bot may be mentioned there next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack.errors import api_failed
+from adapters.slack.ttlcache import TTLCache
+
+_LOG = logging.getLogger(__name__)
+
+_Key = tuple[str, str, str]
+
+
+class ThreadTracker:
+    def __init__(
+        self,
+        *,
+        positive_ttl: float = 7 * 86400.0,
+        negative_ttl: float = 30.0,
+        maxsize: int = 100_000,
+        max_pages: int = 3,
+    ) -> None:
+        self._known: TTLCache[_Key, bool] = TTLCache(maxsize, positive_ttl)
+        self._negative_ttl = negative_ttl
+        self._max_pages = max_pages
+        self._inflight: dict[_Key, asyncio.Task[bool]] = {}
+
+    def mark(self, team: str, channel: str, thread_ts: str) -> None:
+        """The bot is answering in this thread: later replies there are for it too."""
+        self._known.set((team, channel, thread_ts), True)
+
+    async def bot_in_thread(
+        self,
+        client: AsyncWebClient,
+        *,
+        team: str,
+        channel: str,
+        thread_ts: str,
+        bot_user_id: str | None,
+        bot_id: str | None,
+        parent_user_id: str | None = None,
+    ) -> bool:
+        key = (team, channel, thread_ts)
+        if bot_user_id and parent_user_id == bot_user_id:
+            self._known.set(key, True)
+            return True
+        known = self._known.get(key)
+        if known is not None:
+            return known
+        task = self._inflight.get(key)
+        if task is None:
+            task = asyncio.ensure_future(
+                self._lookup(client, channel, thread_ts, bot_user_id, bot_id)
+            )
+            self._inflight[key] = task
+            task.add_done_callback(lambda _t: self._inflight.pop(key, None))
+        found = await asyncio.shield(task)
+        if self._known.get(key) is None:  # a concurrent mark() wins over a stale "no"
+            self._known.set(key, found, None if found else self._negative_ttl)
+        return found or bool(self._known.get(key))
+
+    async def _lookup(
+        self,
+        client: AsyncWebClient,
+        channel: str,
+        thread_ts: str,
+        bot_user_id: str | None,
+        bot_id: str | None,
+    ) -> bool:
+        cursor: str | None = None
+        for _ in range(self._max_pages):
+            try:
+                resp = await client.conversations_replies(
+                    channel=channel, ts=thread_ts, limit=200, cursor=cursor
+                )
+            except Exception as exc:
+                api_failed(_LOG, "conversations.replies", exc, channel=channel)
+                return False
+            for message in resp.get("messages") or []:
+                if (bot_user_id and message.get("user") == bot_user_id) or (
+                    bot_id and message.get("bot_id") == bot_id
+                ):
+                    return True
+            meta = resp.get("response_metadata") or {}
+            cursor = meta.get("next_cursor") or None
+            if not resp.get("has_more") or not cursor:
+                return False
+        return False

@@ -1,0 +1,97 @@
+"""Prometheus metrics for the whole bot, on one dedicated registry served at GET /metrics.
+
+A dedicated `CollectorRegistry` (not the process-global default) keeps tests and several apps in
+one process from clashing on metric names, and keeps /metrics free of unrelated collectors.
+
+Who increments what:
+- the core (turn loop, model client, tool engine): `TURNS`, `TURN_LATENCY`, `MODEL_LATENCY`,
+  `MODEL_TOKENS`, `TOOL_CALLS`, `ERRORS`;
+- adapters: `EVENTS`, `DEDUPLICATED_EVENTS`, `ACK_LATENCY`, `PLATFORM_API_ERRORS`, `ERRORS`.
+
+Label values must come from small fixed sets (never user text, ids or tokens).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
+_ACK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 3.0)
+
+TURNS = Counter(
+    "bot_turns_total",
+    "Turns answered, by platform and outcome (ok | error).",
+    ["platform", "outcome"],
+    registry=REGISTRY,
+)
+TURN_LATENCY = Histogram(
+    "bot_turn_latency_seconds",
+    "Wall time of one turn, from the core receiving the message to the final reply.",
+    ["platform"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+MODEL_LATENCY = Histogram(
+    "bot_model_latency_seconds",
+    "Wall time of one model request, by kind (chat | summary | extract).",
+    ["kind"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+MODEL_TOKENS = Counter(
+    "bot_model_tokens_total",
+    "Tokens reported by the model API, by kind and direction (prompt | completion).",
+    ["kind", "direction"],
+    registry=REGISTRY,
+)
+TOOL_CALLS = Counter(
+    "bot_tool_calls_total",
+    "Tool calls by tool name and outcome "
+    "(ok | bad_arguments | unknown_tool | business_error | transient | timeout).",
+    ["tool", "outcome"],
+    registry=REGISTRY,
+)
+ERRORS = Counter(
+    "bot_errors_total",
+    "Errors by component (turn | model | tool | store | slack | discord ...) and kind.",
+    ["component", "kind"],
+    registry=REGISTRY,
+)
+EVENTS = Counter(
+    "bot_platform_events_total",
+    "Platform events received by adapters, by platform and kind (event type or command).",
+    ["platform", "kind"],
+    registry=REGISTRY,
+)
+DEDUPLICATED_EVENTS = Counter(
+    "bot_deduplicated_events_total",
+    "Events dropped because they were already delivered (platform retries, double delivery).",
+    ["platform"],
+    registry=REGISTRY,
+)
+ACK_LATENCY = Histogram(
+    "bot_ack_latency_seconds",
+    "Time to acknowledge a platform request (Slack requires under 3 s).",
+    ["platform"],
+    buckets=_ACK_BUCKETS,
+    registry=REGISTRY,
+)
+PLATFORM_API_ERRORS = Counter(
+    "bot_platform_api_errors_total",
+    "Failed platform Web API calls, by platform and API method.",
+    ["platform", "method"],
+    registry=REGISTRY,
+)
+
+
+def render() -> tuple[bytes, str]:
+    """The registry in Prometheus text format, and the content type to serve it with."""
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST

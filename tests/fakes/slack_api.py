@@ -1,0 +1,495 @@
+"""A local server that speaks the parts of the Slack Web API the adapter uses.
+
+The real slack_sdk client is pointed at it (SLACK_API_URL), so tests exercise the client
+library's own request building, retries and response parsing. It records every call, keeps the
+messages the bot posted (including streamed ones) so tests can read the final text, can inject
+429s with Retry-After, plays Slack's side of OAuth (oauth.v2.access) and of Socket Mode
+(apps.connections.open plus a WebSocket that delivers envelopes and collects acks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+from aiohttp import WSMsgType, web
+from aiohttp.test_utils import TestServer
+
+
+@dataclass
+class Identity:
+    team_id: str
+    user_id: str
+    bot_id: str | None
+    enterprise_id: str | None = None
+    team: str = "Test Team"
+
+
+@dataclass
+class Call:
+    method: str
+    args: dict[str, Any]
+    token: str | None
+    at: float  # time.monotonic() on arrival
+
+    @property
+    def channel(self) -> str | None:
+        value = self.args.get("channel") or self.args.get("channel_id")
+        return str(value) if value is not None else None
+
+
+@dataclass
+class Message:
+    ts: str
+    channel: str
+    thread_ts: str | None
+    text: str
+    user: str | None = None
+    bot_id: str | None = None
+    streamed: bool = False
+    stream_open: bool = False
+    updates: int = 0
+
+
+@dataclass
+class _Failure:
+    status: int
+    error: str
+    retry_after: int | None
+    times: int
+
+
+@dataclass
+class FakeSlack:
+    bot_token: str = "xoxb-test-token"
+    team_id: str = "T0TEST"
+    bot_user_id: str = "UBOT"
+    bot_id: str = "BBOT"
+    app_token: str = "xapp-1-test"
+    streaming: bool = True
+    assistant: bool = True
+    latency: float = 0.0
+    calls: list[Call] = field(default_factory=list)
+    messages: dict[str, Message] = field(default_factory=dict)
+    responses: list[dict[str, Any]] = field(default_factory=list)
+    uploads: dict[str, bytes] = field(default_factory=dict)
+    users: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tokens: dict[str, Identity] = field(default_factory=dict)
+    oauth_codes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    socket_acks: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.tokens.setdefault(self.bot_token, Identity(self.team_id, self.bot_user_id, self.bot_id))
+        self._failures: dict[str, list[_Failure]] = {}
+        self._ts = itertools.count(1)
+        self._server: TestServer | None = None
+        self._sockets: list[web.WebSocketResponse] = []
+        self._changed = asyncio.Event()
+        self.add_user("UADMIN", "Ada Admin", is_admin=True)
+        self.add_user("UOWNER", "Olga Owner", is_owner=True)
+        self.add_user("U1", "Alice")
+        self.add_user("U2", "Bob")
+
+    # -- setup -------------------------------------------------------------------------------
+
+    def add_user(self, user_id: str, name: str, *, is_admin: bool = False, is_owner: bool = False) -> None:
+        self.users[user_id] = {
+            "id": user_id,
+            "name": name.lower().replace(" ", "."),
+            "real_name": name,
+            "is_admin": is_admin,
+            "is_owner": is_owner,
+            "is_bot": False,
+            "profile": {"display_name": name, "real_name": name},
+        }
+
+    def add_oauth_code(
+        self,
+        code: str,
+        *,
+        team_id: str,
+        bot_token: str,
+        bot_user_id: str = "UBOT2",
+        bot_id: str = "BBOT2",
+        installer: str = "UINSTALLER",
+        scope: str = "chat:write,app_mentions:read",
+    ) -> None:
+        self.oauth_codes[code] = {
+            "ok": True,
+            "app_id": "A0TEST",
+            "authed_user": {"id": installer},
+            "scope": scope,
+            "token_type": "bot",
+            "access_token": bot_token,
+            "bot_user_id": bot_user_id,
+            "team": {"id": team_id, "name": f"Team {team_id}"},
+            "enterprise": None,
+            "is_enterprise_install": False,
+        }
+        self.tokens[bot_token] = Identity(team_id, bot_user_id, bot_id)
+
+    def seed_message(
+        self, channel: str, ts: str, *, user: str, text: str = "", thread_ts: str | None = None
+    ) -> None:
+        """A message people wrote (so conversations.replies can list it)."""
+        self.messages[ts] = Message(ts, channel, thread_ts, text, user=user)
+
+    def fail(
+        self,
+        method: str,
+        *,
+        status: int = 429,
+        error: str = "ratelimited",
+        retry_after: int | None = 1,
+        times: int = 1,
+    ) -> None:
+        """Make the next `times` calls of `method` fail (429 + Retry-After by default)."""
+        self._failures.setdefault(method, []).append(_Failure(status, error, retry_after, times))
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> FakeSlack:
+        app = web.Application(client_max_size=20 * 1024 * 1024)
+        app.router.add_route("*", "/api/{method}", self._api)
+        app.router.add_post("/upload/{file_id}", self._upload)
+        app.router.add_post("/response/{rid}", self._response_url)
+        app.router.add_get("/link/", self._socket)
+        self._server = TestServer(app, host="127.0.0.1")
+        await self._server.start_server()
+        return self
+
+    async def close(self) -> None:
+        for ws in list(self._sockets):
+            await ws.close()
+        if self._server is not None:
+            await self._server.close()
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None, "start() first"
+        return f"http://127.0.0.1:{self._server.port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.base_url}/api/"
+
+    def response_url(self) -> str:
+        return f"{self.base_url}/response/{uuid.uuid4().hex[:8]}"
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def calls_to(self, method: str, **match: Any) -> list[Call]:
+        return [
+            c
+            for c in self.calls
+            if c.method == method and all(c.args.get(k) == v for k, v in match.items())
+        ]
+
+    def bot_messages(self, channel: str | None = None, thread_ts: str | None = None) -> list[Message]:
+        """Messages the bot created, in order, optionally in one channel / thread."""
+        found = [
+            m
+            for m in self.messages.values()
+            if m.user in self._bot_users()
+            and (channel is None or m.channel == channel)
+            and (thread_ts is None or m.thread_ts == thread_ts)
+        ]
+        return sorted(found, key=lambda m: float(m.ts))
+
+    def _bot_users(self) -> set[str]:
+        return {i.user_id for i in self.tokens.values() if i.bot_id}
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("condition not met in time")
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), timeout=min(remaining, 0.05))
+            except TimeoutError:
+                pass
+
+    def _touch(self) -> None:
+        self._changed.set()
+
+    # -- HTTP handlers -----------------------------------------------------------------------
+
+    async def _args(self, request: web.Request) -> dict[str, Any]:
+        args: dict[str, Any] = dict(request.query)
+        if request.method == "POST" and request.can_read_body:
+            raw = await request.read()
+            ctype = request.content_type
+            if ctype == "application/json":
+                args.update(json.loads(raw or b"{}"))
+            elif raw:
+                args.update(dict(parse_qsl(raw.decode(), keep_blank_values=True)))
+        for key in ("chunks", "prompts", "blocks", "files"):
+            if isinstance(args.get(key), str):
+                try:
+                    args[key] = json.loads(args[key])
+                except ValueError:
+                    pass
+        return args
+
+    @staticmethod
+    def _token(request: web.Request, args: dict[str, Any]) -> str | None:
+        auth = request.headers.get("Authorization", "")
+        if auth.startswith("Bearer "):
+            return auth.removeprefix("Bearer ")
+        token = args.pop("token", None)
+        return str(token) if token else None
+
+    async def _api(self, request: web.Request) -> web.StreamResponse:
+        method = request.match_info["method"]
+        args = await self._args(request)
+        token = self._token(request, args)
+        self.calls.append(Call(method, args, token, time.monotonic()))
+        self._touch()
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        failures = self._failures.get(method)
+        if failures:
+            failure = failures[0]
+            failure.times -= 1
+            if failure.times <= 0:
+                failures.pop(0)
+            headers = {"Retry-After": str(failure.retry_after)} if failure.retry_after else {}
+            return web.json_response(
+                {"ok": False, "error": failure.error}, status=failure.status, headers=headers
+            )
+        handler = getattr(self, "api_" + method.replace(".", "_"), None)
+        if handler is None:
+            return web.json_response({"ok": False, "error": "unknown_method"})
+        if method == "oauth.v2.access":
+            return web.json_response(handler(args, None))
+        if method == "apps.connections.open":
+            if token != self.app_token:
+                return web.json_response({"ok": False, "error": "invalid_auth"})
+            return web.json_response(handler(args, None))
+        identity = self.tokens.get(token or "")
+        if identity is None:
+            return web.json_response({"ok": False, "error": "invalid_auth"})
+        result = handler(args, identity)
+        return web.json_response(result)
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        self.uploads[request.match_info["file_id"]] = await request.read()
+        self._touch()
+        return web.Response(text="OK - 1")
+
+    async def _response_url(self, request: web.Request) -> web.Response:
+        payload = await request.json()
+        payload["_url"] = str(request.url)
+        self.responses.append(payload)
+        self._touch()
+        return web.Response(text="ok")
+
+    # -- Web API methods ---------------------------------------------------------------------
+
+    def _next_ts(self) -> str:
+        return f"{int(time.time())}.{next(self._ts):06d}"
+
+    def api_auth_test(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        assert who is not None
+        return {
+            "ok": True,
+            "url": "https://test.slack.com/",
+            "team": who.team,
+            "user": "bot",
+            "team_id": who.team_id,
+            "user_id": who.user_id,
+            "bot_id": who.bot_id,
+            "enterprise_id": who.enterprise_id,
+            "is_enterprise_install": False,
+        }
+
+    def _new_message(self, args: dict[str, Any], who: Identity, text: str, **kw: Any) -> Message:
+        ts = self._next_ts()
+        thread = args.get("thread_ts") or None
+        msg = Message(ts, str(args["channel"]), thread, text, user=who.user_id, bot_id=who.bot_id, **kw)
+        self.messages[ts] = msg
+        return msg
+
+    def api_chat_postMessage(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        assert who is not None
+        if not args.get("channel"):
+            return {"ok": False, "error": "channel_not_found"}
+        text = str(args.get("text") or args.get("markdown_text") or "")
+        if not text and not args.get("blocks"):
+            return {"ok": False, "error": "no_text"}
+        if len(text) > 40000:
+            return {"ok": False, "error": "msg_too_long"}
+        msg = self._new_message(args, who, text)
+        return {"ok": True, "channel": msg.channel, "ts": msg.ts, "message": {"text": text}}
+
+    def api_chat_update(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        msg = self.messages.get(str(args.get("ts")))
+        if msg is None or msg.channel != args.get("channel"):
+            return {"ok": False, "error": "message_not_found"}
+        if msg.stream_open:
+            return {"ok": False, "error": "message_is_streaming"}
+        text = str(args.get("text") or "")
+        if len(text) > 40000:
+            return {"ok": False, "error": "msg_too_long"}
+        msg.text = text
+        msg.updates += 1
+        return {"ok": True, "channel": msg.channel, "ts": msg.ts, "text": text}
+
+    def api_chat_postEphemeral(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        return {"ok": True, "message_ts": self._next_ts()}
+
+    @staticmethod
+    def _chunk_text(args: dict[str, Any]) -> str:
+        text = str(args.get("markdown_text") or "")
+        for chunk in args.get("chunks") or []:
+            if isinstance(chunk, dict) and chunk.get("type") == "markdown_text":
+                text += str(chunk.get("text") or "")
+        return text
+
+    def api_chat_startStream(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        assert who is not None
+        if not self.streaming:
+            return {"ok": False, "error": "unknown_method"}
+        channel = str(args.get("channel") or "")
+        if not args.get("thread_ts"):
+            return {"ok": False, "error": "invalid_arguments"}
+        if not channel.startswith("D") and not (
+            args.get("recipient_team_id") and args.get("recipient_user_id")
+        ):
+            return {"ok": False, "error": "missing_recipient_user_id"}
+        text = self._chunk_text(args)
+        if len(text) > 12000:
+            return {"ok": False, "error": "msg_too_long"}
+        msg = self._new_message(args, who, text, streamed=True, stream_open=True)
+        return {"ok": True, "channel": msg.channel, "ts": msg.ts}
+
+    def _open_stream(self, args: dict[str, Any]) -> Message | None:
+        msg = self.messages.get(str(args.get("ts")))
+        if msg is None or not msg.stream_open or msg.channel != args.get("channel"):
+            return None
+        return msg
+
+    def api_chat_appendStream(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        msg = self._open_stream(args)
+        if msg is None:
+            return {"ok": False, "error": "message_not_in_streaming_state"}
+        text = self._chunk_text(args)
+        if len(text) > 12000:
+            return {"ok": False, "error": "msg_too_long"}
+        msg.text += text
+        return {"ok": True, "channel": msg.channel, "ts": msg.ts}
+
+    def api_chat_stopStream(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        msg = self._open_stream(args)
+        if msg is None:
+            return {"ok": False, "error": "message_not_in_streaming_state"}
+        msg.text += self._chunk_text(args)
+        msg.stream_open = False
+        return {"ok": True, "channel": msg.channel, "ts": msg.ts, "message": {"text": msg.text}}
+
+    def api_reactions_add(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        return {"ok": True}
+
+    def api_reactions_remove(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        return {"ok": True}
+
+    def api_users_info(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        user = self.users.get(str(args.get("user")))
+        if user is None:
+            return {"ok": False, "error": "user_not_found"}
+        return {"ok": True, "user": user}
+
+    def api_conversations_replies(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        ts, channel = str(args.get("ts")), str(args.get("channel"))
+        thread = [
+            {"ts": m.ts, "user": m.user, "text": m.text, "thread_ts": m.thread_ts or m.ts}
+            | ({"bot_id": m.bot_id} if m.bot_id else {})
+            for m in sorted(self.messages.values(), key=lambda m: float(m.ts))
+            if m.channel == channel and (m.ts == ts or m.thread_ts == ts)
+        ]
+        return {"ok": True, "messages": thread, "has_more": False}
+
+    def _assistant(self) -> dict[str, Any] | None:
+        return None if self.assistant else {"ok": False, "error": "not_allowed_token_type"}
+
+    def api_assistant_threads_setStatus(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        return self._assistant() or {"ok": True}
+
+    def api_assistant_threads_setSuggestedPrompts(
+        self, args: dict[str, Any], who: Identity | None
+    ) -> dict[str, Any]:
+        return self._assistant() or {"ok": True}
+
+    def api_assistant_threads_setTitle(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        return self._assistant() or {"ok": True}
+
+    def api_files_getUploadURLExternal(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        file_id = "F" + uuid.uuid4().hex[:10].upper()
+        return {"ok": True, "file_id": file_id, "upload_url": f"{self.base_url}/upload/{file_id}"}
+
+    def api_files_completeUploadExternal(
+        self, args: dict[str, Any], who: Identity | None
+    ) -> dict[str, Any]:
+        files = args.get("files") or []
+        missing = [f["id"] for f in files if f.get("id") not in self.uploads]
+        if missing:
+            return {"ok": False, "error": "file_not_found"}
+        return {"ok": True, "files": [{"id": f["id"], "title": f.get("title")} for f in files]}
+
+    def api_oauth_v2_access(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        result = self.oauth_codes.pop(str(args.get("code")), None)
+        return result or {"ok": False, "error": "invalid_code"}
+
+    def api_apps_connections_open(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        return {"ok": True, "url": f"ws://127.0.0.1:{self._port()}/link/?ticket=test"}
+
+    def _port(self) -> int:
+        assert self._server is not None and self._server.port is not None
+        return self._server.port
+
+    # -- Socket Mode -------------------------------------------------------------------------
+
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        self._sockets.append(ws)
+        self._touch()
+        await ws.send_str(json.dumps({"type": "hello", "num_connections": 1}))
+        try:
+            async for msg in ws:
+                if msg.type == WSMsgType.TEXT:
+                    self.socket_acks.append(json.loads(msg.data))
+                    self._touch()
+        finally:
+            if ws in self._sockets:
+                self._sockets.remove(ws)
+        return ws
+
+    @property
+    def socket_connected(self) -> bool:
+        return bool(self._sockets)
+
+    async def send_envelope(
+        self, payload: dict[str, Any], *, kind: str = "events_api", retry_attempt: int = 0
+    ) -> str:
+        """Deliver one Socket Mode envelope to the connected app; returns its envelope id."""
+        envelope_id = uuid.uuid4().hex
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": kind,
+            "payload": payload,
+            "accepts_response_payload": kind != "events_api",
+            "retry_attempt": retry_attempt,
+            "retry_reason": "timeout" if retry_attempt else "",
+        }
+        await self._sockets[-1].send_str(json.dumps(envelope))
+        return envelope_id

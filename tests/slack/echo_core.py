@@ -1,0 +1,70 @@
+"""A small BotCore for adapter tests: echoes through the sink, records calls, dedups in memory.
+
+It implements the same protocol as `bot.app.BotApp`, so the end-to-end tests switch to the real
+core by swapping a fixture. `seen` can be shared between two instances to play two processes
+behind one cache (SET NX).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from bot.core import CommandReply, CommandRequest
+from bot.messages import IncomingMessage, ReplySink
+
+
+@dataclass
+class EchoCore:
+    delay: float = 0.0
+    chunks: int = 3
+    reply: str | None = None  # fixed answer instead of the echo
+    fail: bool = False
+    skip_finish: bool = False
+    seen: set[str] = field(default_factory=set)
+    messages: list[IncomingMessage] = field(default_factory=list)
+    commands: list[CommandRequest] = field(default_factory=list)
+    health_status: dict[str, bool] = field(default_factory=lambda: {"store": True, "cache": True})
+    command_delay: float = 0.0
+    closed: bool = False
+
+    def reply_for(self, message: IncomingMessage) -> str:
+        return self.reply if self.reply is not None else f"echo: {message.text}"
+
+    async def handle_message(self, message: IncomingMessage, sink: ReplySink) -> None:
+        self.messages.append(message)
+        await sink.working()
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.fail:
+            raise RuntimeError("boom")
+        answer = self.reply_for(message)
+        step = max(1, len(answer) // max(1, self.chunks))
+        for i in range(0, len(answer), step):
+            await sink.delta(answer[i : i + step])
+            await asyncio.sleep(0)
+        if not self.skip_finish:
+            await sink.finish(answer)
+
+    async def handle_command(self, request: CommandRequest) -> CommandReply:
+        self.commands.append(request)
+        if self.command_delay:
+            await asyncio.sleep(self.command_delay)
+        words = request.text.split()
+        if request.command == "tools" and words[:1] in (["install"], ["remove"]):
+            if not request.is_platform_admin:
+                return CommandReply("Sorry, only workspace admins can change tools.", ok=False)
+            return CommandReply(f"**{words[0]}ed** `{words[1] if len(words) > 1 else ''}`")
+        return CommandReply(f"**/{request.command}** {request.text or 'show'}")
+
+    async def first_delivery(self, event_id: str) -> bool:
+        if event_id in self.seen:
+            return False
+        self.seen.add(event_id)
+        return True
+
+    async def health(self) -> dict[str, bool]:
+        return dict(self.health_status)
+
+    async def close(self) -> None:
+        self.closed = True

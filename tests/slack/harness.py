@@ -1,0 +1,221 @@
+"""Drive the Slack adapter like Slack does: correctly signed HTTP requests to /slack/events.
+
+`SlackHarness` pairs the adapter's aiohttp app (served on a local port) with `FakeSlack` (the
+Web API it calls back) and any BotCore, and builds realistic Events API / slash command bodies.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+from aiohttp import ClientResponse, ClientSession
+from aiohttp.test_utils import TestServer
+from slack_sdk.signature import SignatureVerifier
+
+from adapters.slack import SlackConfig, create_http_app
+from adapters.slack.oauth import SlackInstallationStorage
+from bot.core import BotCore
+from tests.fakes.slack_api import FakeSlack
+
+SECRET = "test-signing-secret"
+_ts = itertools.count(1)
+
+
+def new_ts() -> str:
+    return f"{int(time.time())}.{next(_ts):06d}"
+
+
+def signed_headers(body: str, *, secret: str = SECRET, timestamp: int | None = None) -> dict[str, str]:
+    stamp = str(int(time.time()) if timestamp is None else timestamp)
+    signature = SignatureVerifier(secret).generate_signature(timestamp=stamp, body=body)
+    return {"X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": str(signature)}
+
+
+def event_body(event: dict[str, Any], *, team: str, event_id: str | None = None) -> dict[str, Any]:
+    return {
+        "token": "legacy",
+        "team_id": team,
+        "api_app_id": "A0TEST",
+        "event": event,
+        "type": "event_callback",
+        "event_id": event_id or "Ev" + uuid.uuid4().hex[:12].upper(),
+        "event_time": int(time.time()),
+        "authorizations": [{"team_id": team, "user_id": "UBOT", "is_bot": True}],
+    }
+
+
+@dataclass
+class SlackHarness:
+    fake: FakeSlack
+    core: BotCore
+    config: SlackConfig
+    server: TestServer
+    http: ClientSession
+    team: str = "T0TEST"
+    sent: list[str] = field(default_factory=list)
+
+    @classmethod
+    async def start(
+        cls,
+        fake: FakeSlack,
+        core: BotCore,
+        *,
+        storage: SlackInstallationStorage | None = None,
+        **config: Any,
+    ) -> SlackHarness:
+        values: dict[str, Any] = {
+            "signing_secret": SECRET,
+            "bot_token": fake.bot_token,
+            "api_url": fake.api_url,
+            "update_interval": 0.05,
+            "stream_interval": 0.05,
+        }
+        values.update(config)
+        cfg = SlackConfig(**values)
+        server = TestServer(create_http_app(core, cfg, storage=storage), host="127.0.0.1")
+        await server.start_server()
+        return cls(fake, core, cfg, server, ClientSession(), team=fake.team_id)
+
+    async def close(self) -> None:
+        await self.http.close()
+        await self.server.close()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server.port}{path}"
+
+    async def post_raw(
+        self,
+        body: str,
+        *,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+        secret: str = SECRET,
+        timestamp: int | None = None,
+    ) -> ClientResponse:
+        all_headers = {"Content-Type": content_type, **signed_headers(body, secret=secret, timestamp=timestamp)}
+        all_headers.update(headers or {})
+        resp = await self.http.post(self.url("/slack/events"), data=body.encode(), headers=all_headers)
+        await resp.read()
+        return resp
+
+    async def send_event(
+        self,
+        event: dict[str, Any],
+        *,
+        event_id: str | None = None,
+        retry_num: int | None = None,
+        team: str | None = None,
+    ) -> ClientResponse:
+        body = event_body(event, team=team or self.team, event_id=event_id)
+        headers = {}
+        if retry_num is not None:
+            headers = {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "http_timeout"}
+        return await self.post_raw(json.dumps(body), headers=headers)
+
+    async def mention(
+        self,
+        text: str = "hello",
+        *,
+        channel: str = "C1",
+        user: str = "U1",
+        ts: str | None = None,
+        thread_ts: str | None = None,
+        event_id: str | None = None,
+        team: str | None = None,
+        bot_user: str | None = None,
+    ) -> str:
+        """A channel message mentioning the bot: Slack sends app_mention and message events."""
+        ts = ts or new_ts()
+        body = f"<@{bot_user or self.fake.bot_user_id}> {text}"
+        base = {"user": user, "text": body, "ts": ts, "channel": channel}
+        if thread_ts:
+            base["thread_ts"] = thread_ts
+        await self.send_event({"type": "app_mention", **base}, event_id=event_id, team=team)
+        await self.send_event({"type": "message", "channel_type": "channel", **base}, team=team)
+        return ts
+
+    async def channel_message(
+        self, text: str, *, channel: str = "C1", user: str = "U1", thread_ts: str | None = None
+    ) -> str:
+        ts = new_ts()
+        event = {"type": "message", "channel_type": "channel", "user": user, "text": text,
+                 "ts": ts, "channel": channel}
+        if thread_ts:
+            event["thread_ts"] = thread_ts
+        await self.send_event(event)
+        return ts
+
+    async def dm(
+        self,
+        text: str,
+        *,
+        channel: str = "D1",
+        user: str = "U1",
+        thread_ts: str | None = None,
+        event_id: str | None = None,
+    ) -> str:
+        ts = new_ts()
+        event = {"type": "message", "channel_type": "im", "user": user, "text": text,
+                 "ts": ts, "channel": channel}
+        if thread_ts:
+            event["thread_ts"] = thread_ts
+        await self.send_event(event, event_id=event_id)
+        return ts
+
+    async def command(
+        self,
+        command: str,
+        text: str = "",
+        *,
+        user: str = "U1",
+        channel: str = "C1",
+        team: str | None = None,
+    ) -> ClientResponse:
+        form = {
+            "token": "legacy",
+            "team_id": team or self.team,
+            "team_domain": "test",
+            "channel_id": channel,
+            "channel_name": "general",
+            "user_id": user,
+            "user_name": "someone",
+            "command": command,
+            "text": text,
+            "api_app_id": "A0TEST",
+            "response_url": self.fake.response_url(),
+            "trigger_id": "1.2.3",
+        }
+        return await self.post_raw(urlencode(form), content_type="application/x-www-form-urlencoded")
+
+    async def wait_done(self, message_ts: str, *, timeout: float = 5.0) -> None:
+        """Until the bot cleared its working reaction on that message (the turn has finished)."""
+        await self.fake.wait_for(
+            lambda: bool(self.fake.calls_to("reactions.remove", timestamp=message_ts)), timeout
+        )
+
+    async def wait_status_cleared(self, thread_ts: str, count: int = 1, timeout: float = 5.0) -> None:
+        """Until the assistant status of that thread was cleared `count` times."""
+        await self.fake.wait_for(
+            lambda: len(self.fake.calls_to("assistant.threads.setStatus", thread_ts=thread_ts, status=""))
+            >= count,
+            timeout,
+        )
+
+    def replies(self, channel: str, thread_ts: str | None = None) -> list[str]:
+        return [m.text for m in self.fake.bot_messages(channel, thread_ts)]
+
+    async def wait_replies(
+        self, channel: str, thread_ts: str | None = None, *, count: int = 1, timeout: float = 5.0
+    ) -> list[str]:
+        def done() -> bool:
+            msgs = self.fake.bot_messages(channel, thread_ts)
+            return len(msgs) >= count and not any(m.stream_open for m in msgs)
+
+        await self.fake.wait_for(done, timeout)
+        return self.replies(channel, thread_ts)
