@@ -142,7 +142,11 @@ class TurnRunner:
         )
         await self.memory.append(session, hot, [user_msg])
         view = MemoryView(
-            speaker_facts=facts, pinned=hot.state.pinned, summary=hot.state.summary, history=history
+            speaker_facts=facts,
+            pinned=hot.state.pinned,
+            summary=hot.state.summary,
+            history=history,
+            speaker=person.id,
         )
         current: list[dict[str, Any]] = [{"role": "user", "content": msg.text}]
         schemas = toolbox.schemas()

@@ -3,7 +3,8 @@
 Order, most stable first (so providers' prompt caching keeps hitting):
   1. the constant system prompt,
   2. a memory note: the speaker's stored facts, the session's pinned key facts, the rolling summary,
-  3. the most recent raw history, cut at turn boundaries, older tool results shrunk,
+  3. the most recent raw history, cut at turn boundaries, older tool results shrunk (turns in
+     which someone else asked the bot to remember something personal are left out),
   4. the current turn (the user's message and this turn's tool calls and results).
 
 Budget = BOT_CONTEXT_TOKENS - reply allowance - tool schemas. The current turn and the memory note
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.memory.prompts import SYSTEM_PROMPT
-from bot.memory.render import group_turns, render_group
+from bot.memory.render import group_turns, is_private_turn, render_group
 from bot.stores.records import Fact, PinnedFact, StoredMessage
 from bot.tokens import REPLY_PRIMER, TokenCounter
 
@@ -33,6 +34,7 @@ class MemoryView:
     pinned: Sequence[PinnedFact] = ()
     summary: str = ""
     history: Sequence[StoredMessage] = ()  # unsummarised messages before this turn, oldest first
+    speaker: str = ""  # PersonKey.id of the person being answered
 
 
 @dataclass
@@ -94,7 +96,11 @@ class ContextBuilder:
                 notes.append("memory note truncated")
             available -= count(note_msg)
 
-        groups = group_turns(list(view.history))
+        groups = [
+            g
+            for g in group_turns(list(view.history))
+            if g[0].speaker == view.speaker or not is_private_turn(g)
+        ]
         kept: list[list[dict[str, Any]]] = []
         kept_count = 0
         for age, group in enumerate(reversed(groups)):
@@ -117,7 +123,7 @@ class ContextBuilder:
             messages=messages,
             tokens=tokens,
             history_messages=kept_count,
-            dropped_history=len(view.history) - kept_count,
+            dropped_history=sum(len(g) for g in groups) - kept_count,
             notes=notes,
         )
 

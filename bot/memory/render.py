@@ -28,6 +28,23 @@ def group_turns(messages: Sequence[StoredMessage]) -> list[list[StoredMessage]]:
     return groups
 
 
+PRIVATE_TOOLS = frozenset({"remember"})
+
+
+def is_private_turn(group: Sequence[StoredMessage]) -> bool:
+    """A turn where someone asked the bot to remember something about themselves.
+
+    Such a turn is personal: it is shown in context to its own speaker only and never folded into
+    a shared summary (the fact itself lives in that person's fact store).
+    """
+    return any(
+        str(call.get("function", {}).get("name")) in PRIVATE_TOOLS
+        for m in group
+        if m.role == "assistant"
+        for call in m.tool_calls or ()
+    )
+
+
 def _shrink(value: Any, depth: int = 0) -> Any:
     """Keep scalars and the first few items of lists; drop deep nesting."""
     if isinstance(value, dict):

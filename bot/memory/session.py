@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from bot.keys import SessionKey
 from bot.memory.prompts import SUMMARY_SCHEMA, SUMMARY_SYSTEM
-from bot.memory.render import group_turns, transcript_line
+from bot.memory.render import group_turns, is_private_turn, transcript_line
 from bot.stores.protocols import Cache, Store
 from bot.stores.records import NewMessage, PinnedFact, SessionState, StoredMessage
 from bot.tokens import TokenCounter
@@ -193,7 +193,10 @@ class SessionMemory:
         if not fold:
             return False
         state = hot.state
-        lines = [transcript_line(m) for m in fold]
+        # Personal `remember` turns stay out of the shared summary (the fact is in the person's
+        # own store); the range is still marked as folded.
+        shared = [m for g in group_turns(fold) if not is_private_turn(g) for m in g]
+        lines = [transcript_line(m) for m in shared] or ["(nothing new to add)"]
         transcript = self._cap_transcript(lines)
         request = [
             {
@@ -221,12 +224,12 @@ class SessionMemory:
             )
             return False
         upto = fold[-1].seq
-        speakers = sorted({*state.summary_speakers, *(m.speaker for m in fold)})
+        speakers = sorted({*state.summary_speakers, *(m.speaker for m in shared)})
         pinned = list(state.pinned)
         known = {p.text.strip().lower() for p in pinned}
         # Key facts can only be attributed when one person spoke in the folded range; "" means
         # "anyone in summary_speakers" (erased with the summary when one of them asks).
-        users = {m.speaker for m in fold if m.role == "user"}
+        users = {m.speaker for m in shared if m.role == "user"}
         owner = users.pop() if len(users) == 1 else ""
         for raw_fact in key_facts:
             text = raw_fact.strip().lstrip("-•* ").strip()
