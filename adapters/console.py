@@ -3,8 +3,8 @@
 On a terminal it shows a prompt and streams the reply as it arrives; when stdin is not a terminal
 it reads one message per line and prints one reply per message (so scripts can drive it). Lines
 starting with `/memory` or `/tools` run the slash commands; the person at the terminal runs the
-bot process, so they count as its admin for `/tools install|remove`. `--user` and `--channel` name who is
-speaking and where, so several people and places can be simulated in one script.
+bot process, so they count as its admin for `/tools install|remove`. `--user` and `--channel`
+name who is speaking and where, so several people and places can be simulated in one script.
 """
 
 from __future__ import annotations

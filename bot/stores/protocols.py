@@ -28,7 +28,9 @@ class StoreUnavailable(Exception):
 
 
 class ConversationStore(Protocol):
-    async def append(self, session: SessionKey, messages: Sequence[NewMessage]) -> list[StoredMessage]:
+    async def append(
+        self, session: SessionKey, messages: Sequence[NewMessage]
+    ) -> list[StoredMessage]:
         """Append in order, assigning consecutive seq numbers atomically. Safe under concurrency."""
 
     async def recent(self, session: SessionKey, *, limit: int) -> list[StoredMessage]:
@@ -45,7 +47,8 @@ class ConversationStore(Protocol):
         """Erase every message whose `speaker` is this person, in all sessions; returns count."""
 
     async def sessions_of_speaker(self, person: PersonKey) -> list[str]:
-        """Session ids where this person has messages (to clean summaries drawn from them)."""
+        """Session ids (sorted) where this person has messages, to clean summaries drawn from
+        them."""
 
 
 class SessionStateStore(Protocol):
@@ -55,7 +58,8 @@ class SessionStateStore(Protocol):
         """Write if `state.version` equals the stored version (or none is stored and it is 0).
 
         On success the stored version becomes state.version + 1 (and state.version is updated in
-        place); on conflict nothing is written and False is returned.
+        place); on conflict nothing is written and False is returned. ValueError if
+        `state.session` is not `session.id`.
         """
 
     async def delete_state(self, session: SessionKey) -> bool: ...
@@ -71,18 +75,22 @@ class FactStore(Protocol):
         session: SessionKey | None = None,
         source_ref: str | None = None,
     ) -> Fact:
-        """Store a fact; the same text for the same person is not stored twice (returns the first)."""
+        """Store a fact; the same text (ignoring case, spacing, a final full stop) for the same
+        person is not stored twice: the first is returned. ValueError for empty text."""
 
     async def list_facts(self, person: PersonKey) -> list[Fact]:
         """Oldest first."""
 
-    async def delete_fact(self, person: PersonKey, fact_id: str) -> bool: ...
+    async def delete_fact(self, person: PersonKey, fact_id: str) -> bool:
+        """Ids are matched case-insensitively, surrounding spaces ignored (as users type them)."""
 
     async def delete_all_facts(self, person: PersonKey) -> int: ...
 
 
 class ToolInstallStore(Protocol):
-    async def install(self, team: TeamKey, pack: str, config: dict[str, str], *, by: str) -> ToolInstall:
+    async def install(
+        self, team: TeamKey, pack: str, config: dict[str, str], *, by: str
+    ) -> ToolInstall:
         """Install or replace the config of a pack in this team."""
 
     async def remove(self, team: TeamKey, pack: str) -> bool: ...
@@ -92,14 +100,18 @@ class ToolInstallStore(Protocol):
 
 class ToolCallLogStore(Protocol):
     async def log_call(self, session: SessionKey, record: ToolCallLog) -> None:
-        """Kept 7 days (a TTL index in MongoDB, a purge on write in SQLite)."""
+        """Kept 7 days (a TTL index in MongoDB, a purge on write in SQLite). ValueError if
+        `record.session` is not `session.id`."""
 
-    async def calls(self, session: SessionKey, *, limit: int = 100) -> list[ToolCallLog]: ...
+    async def calls(self, session: SessionKey, *, limit: int = 100) -> list[ToolCallLog]:
+        """The latest `limit` calls of the last 7 days, oldest first."""
 
     async def delete_speaker_calls(self, person: PersonKey) -> int: ...
 
 
-class Store(ConversationStore, SessionStateStore, FactStore, ToolInstallStore, ToolCallLogStore, Protocol):
+class Store(
+    ConversationStore, SessionStateStore, FactStore, ToolInstallStore, ToolCallLogStore, Protocol
+):
     """One durable backend implements all of the above."""
 
     async def ping(self) -> bool: ...
@@ -123,7 +135,11 @@ class Cache(Protocol):
         """True if this call created the key (first delivery), False if it already existed."""
 
     def lock(self, key: str, *, ttl: float, wait: float) -> AbstractAsyncContextManager[None]:
-        """An expiring lock; raises `LockTimeout` if not acquired within `wait` seconds."""
+        """An expiring lock; raises `LockTimeout` if not acquired within `wait` seconds.
+
+        In-process waiters are served in arrival order (MemoryCache, and ResilientCache which
+        takes the in-process lock first); across processes (Redis) the order is not guaranteed.
+        """
 
     async def ping(self) -> bool: ...
 

@@ -1,0 +1,131 @@
+"""`Cache` on Redis (`redis.asyncio`): shared by every bot process, so de-duplication and
+per-session locks hold across processes. Unreachable Redis raises `StoreUnavailable`; wrap it in
+`ResilientCache` to keep answering through an outage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import redis.asyncio as redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ReadOnlyError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from bot.stores.cache_common import LOCK_POLL_FIRST, LOCK_POLL_MAX, lock_token, ttl_ms
+from bot.stores.protocols import LockTimeout, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PREFIX = "bot:"
+# Short timeouts so an outage is noticed in about a second, not after the OS's TCP timeout.
+DEFAULT_TIMEOUT = 1.0
+
+# Delete the lock only if we still own it: after expiry someone else may hold it.
+_RELEASE = """
+if redis.call("get", KEYS[1]) == ARGV[1] then
+    return redis.call("del", KEYS[1])
+end
+return 0
+"""
+
+UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    ReadOnlyError,  # a replica after failover: as good as down for writes
+    OSError,
+    TimeoutError,
+)
+
+_PING_ERRORS: tuple[type[BaseException], ...] = (*UNAVAILABLE_ERRORS, redis.RedisError)
+
+
+@contextmanager
+def _unavailable(op: str) -> Iterator[None]:
+    try:
+        yield
+    except UNAVAILABLE_ERRORS as exc:
+        raise StoreUnavailable(f"Redis unavailable during {op}: {exc}") from exc
+
+
+class RedisCache:
+    """Keys are namespaced with `prefix` (locks under `prefix + "lock:"`)."""
+
+    def __init__(self, client: redis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
+        self.client = client
+        self.prefix = prefix
+        self._release = client.register_script(_RELEASE)
+
+    @classmethod
+    def from_url(
+        cls, url: str, *, prefix: str = DEFAULT_PREFIX, timeout: float = DEFAULT_TIMEOUT
+    ) -> RedisCache:
+        """A client with short socket timeouts and a single immediate retry (for a stale
+        pooled connection after a Redis restart). Raises ValueError for a malformed URL."""
+        client = redis.Redis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=Retry(NoBackoff(), 1),
+            health_check_interval=30,
+        )
+        return cls(client, prefix=prefix)
+
+    def _key(self, key: str) -> str:
+        return self.prefix + key
+
+    async def get_json(self, key: str) -> Any | None:
+        with _unavailable("get"):
+            raw = await self.client.get(self._key(key))
+        return None if raw is None else json.loads(raw)
+
+    async def set_json(self, key: str, value: Any, *, ttl: float) -> None:
+        payload, px = json.dumps(value), ttl_ms(ttl)
+        with _unavailable("set"):
+            await self.client.set(self._key(key), payload, px=px)
+
+    async def delete(self, key: str) -> None:
+        with _unavailable("delete"):
+            await self.client.delete(self._key(key))
+
+    async def set_nx(self, key: str, *, ttl: float) -> bool:
+        px = ttl_ms(ttl)
+        with _unavailable("set_nx"):
+            return bool(await self.client.set(self._key(key), b"1", nx=True, px=px))
+
+    @asynccontextmanager
+    async def lock(self, key: str, *, ttl: float, wait: float) -> AsyncIterator[None]:
+        name, token, px = self.prefix + "lock:" + key, lock_token(), ttl_ms(ttl)
+        deadline, pause = time.monotonic() + wait, LOCK_POLL_FIRST
+        with _unavailable("lock"):
+            while not await self.client.set(name, token, nx=True, px=px):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise LockTimeout(f"lock {key!r} not acquired within {wait}s")
+                await asyncio.sleep(min(pause, remaining))
+                pause = min(pause * 2, LOCK_POLL_MAX)
+        try:
+            yield
+        finally:
+            try:
+                await self._release(keys=[name], args=[token])
+            except UNAVAILABLE_ERRORS as exc:
+                # Not fatal: the lock expires after `ttl` on its own.
+                log.warning("could not release Redis lock %r: %s", key, exc)
+
+    async def ping(self) -> bool:
+        try:
+            return bool(await self.client.ping())
+        except _PING_ERRORS:
+            return False
+
+    async def close(self) -> None:
+        await self.client.aclose()

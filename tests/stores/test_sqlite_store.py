@@ -1,0 +1,168 @@
+"""SQLite specifics: erased data is gone from the files, indexes serve the queries, the WAL."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.keys import PersonKey, SessionKey
+from bot.stores.protocols import StoreUnavailable
+from bot.stores.records import NewMessage, SessionState, ToolCallLog, utcnow
+from bot.stores.sqlite import SqliteStore
+
+CHANNEL = SessionKey("slack", "T1", "C1")
+THREAD = SessionKey("slack", "T1", "C1", "1700.01")
+ALICE = PersonKey("slack", "T1", "U1")
+BOB = PersonKey("slack", "T1", "U2")
+
+
+def msg(content: str, speaker: PersonKey) -> NewMessage:
+    return NewMessage(role="user", content=content, speaker=speaker.id, turn_id="t")
+
+
+def file_bytes(db: Path) -> bytes:
+    wal = db.with_name(db.name + "-wal")
+    return db.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    made = await SqliteStore.open(tmp_path / "data" / "bot.db")
+    yield made
+    await made.close()
+
+
+async def test_erased_text_is_gone_from_the_files(store: SqliteStore) -> None:
+    secret, kept = "alice-secret-peanut-allergy-7f3a", "bob-keeps-his-words-9c1d"
+    await store.append(CHANNEL, [msg(f"I have a {secret}", ALICE), msg(kept, BOB)])
+    await store.append(THREAD, [msg(secret * 300, ALICE)])  # overflow pages too
+    await store.add_fact(ALICE, f"Has a {secret}")
+    await store.log_call(
+        CHANNEL,
+        ToolCallLog(
+            call_id="c1",
+            session=CHANNEL.id,
+            speaker=ALICE.id,
+            tool="t",
+            arguments=f'{{"q": "{secret}"}}',
+            outcome="ok",
+            duration_ms=1,
+            result_size=1,
+        ),
+    )
+    state = SessionState(session=CHANNEL.id, summary=f"Alice said she has a {secret}")
+    assert await store.put_state(CHANNEL, state)
+    await store.compact()
+    assert secret.encode() in file_bytes(store.path)
+
+    assert await store.delete_speaker(ALICE) == 2
+    assert await store.delete_all_facts(ALICE) == 1
+    assert await store.delete_speaker_calls(ALICE) == 1
+    state.summary = ""  # a summary drawn from her turns is rewritten, not deleted
+    assert await store.put_state(CHANNEL, state)
+    assert secret.encode() in file_bytes(
+        store.path
+    )  # the main file holds the old pages until the WAL is checkpointed
+    await store.compact()
+
+    data = file_bytes(store.path)
+    assert secret.encode() not in data
+    assert kept.encode() in data  # the check reads the right files
+    assert [m.content for m in await store.recent(CHANNEL, limit=5)] == [kept]
+
+
+async def test_queries_use_indexes(store: SqliteStore) -> None:
+    conn = sqlite3.connect(store.path)
+    try:
+
+        def plan(sql: str) -> str:
+            return " | ".join(row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + sql))
+
+        recent = plan("SELECT doc FROM messages WHERE session = 's' ORDER BY seq DESC LIMIT 5")
+        assert "USING INDEX" in recent and "TEMP B-TREE" not in recent
+        between = plan("SELECT doc FROM messages WHERE session='s' AND seq > 1 AND seq <= 9")
+        assert "USING INDEX" in between
+        speaker = plan("SELECT DISTINCT session FROM messages WHERE speaker = 'p'")
+        assert "messages_speaker" in speaker and "TEMP B-TREE" not in speaker
+        assert "USING INDEX" in plan("DELETE FROM tool_calls WHERE created_at < 0")
+        assert "USING" in plan("SELECT doc FROM facts WHERE person = 'p' ORDER BY n")
+    finally:
+        conn.close()
+
+
+async def test_a_duplicate_seq_cannot_be_written(store: SqliteStore) -> None:
+    await store.append(CHANNEL, [msg("one", ALICE)])
+    conn = sqlite3.connect(store.path)
+    try:
+        with pytest.raises(sqlite3.IntegrityError):
+            conn.execute(
+                "INSERT INTO messages (session, seq, speaker, doc) VALUES (?, 1, 'x', '{}')",
+                (CHANNEL.id,),
+            )
+    finally:
+        conn.close()
+
+
+async def test_old_tool_calls_are_purged_on_write(store: SqliteStore) -> None:
+    def log(call_id: str, age: timedelta) -> ToolCallLog:
+        return ToolCallLog(
+            call_id=call_id,
+            session=CHANNEL.id,
+            speaker=ALICE.id,
+            tool="t",
+            arguments="{}",
+            outcome="ok",
+            duration_ms=1,
+            result_size=1,
+            created_at=utcnow() - age,
+        )
+
+    await store.log_call(CHANNEL, log("old", timedelta(days=8)))
+    await store.log_call(CHANNEL, log("new", timedelta(0)))
+    conn = sqlite3.connect(store.path)
+    try:
+        assert conn.execute("SELECT COUNT(*) FROM tool_calls").fetchone()[0] == 1
+    finally:
+        conn.close()
+
+
+async def test_data_and_seq_counters_survive_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "bot.db"
+    first = await SqliteStore.open(path)
+    await first.append(CHANNEL, [msg("a", ALICE), msg("b", BOB)])
+    await first.delete_speaker(BOB)
+    await first.close()
+    await first.close()  # closing twice is harmless
+
+    second = await SqliteStore.open(path)
+    try:
+        assert [m.content for m in await second.recent(CHANNEL, limit=5)] == ["a"]
+        (c,) = await second.append(CHANNEL, [msg("c", ALICE)])
+        assert c.seq == 3
+        conn = sqlite3.connect(path)
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        conn.close()
+    finally:
+        await second.close()
+    assert not await second.ping()
+
+
+async def test_a_database_locked_by_another_process_is_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "bot.db"
+    store = await SqliteStore.open(path)
+    other = sqlite3.connect(path, timeout=0)
+    try:
+        other.execute("BEGIN EXCLUSIVE")
+        # Wait 50 ms for the lock instead of the production 5 s.
+        await store._db.call(lambda c: c.execute("PRAGMA busy_timeout=50"))
+        with pytest.raises(StoreUnavailable):
+            await store.append(CHANNEL, [msg("blocked", ALICE)])
+        other.execute("ROLLBACK")
+        assert [m.seq for m in await store.append(CHANNEL, [msg("ok", ALICE)])] == [1]
+    finally:
+        other.close()
+        await store.close()

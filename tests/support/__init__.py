@@ -1,0 +1,1 @@
+"""Test helpers shared across test packages: real servers (mongoeco, Redis) and fixtures."""
