@@ -1,0 +1,79 @@
+"""`/memory` and `/tools` through the core, with a real SQLite store."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bot.core import CommandRequest
+from bot.keys import PersonKey
+from tests.fakes.openai_server import FakeOpenAI
+from tests.helpers import say
+
+
+def cmd(
+    command: str, text: str, *, user: str = "U1", team: str = "T1", admin: bool = False
+) -> CommandRequest:
+    return CommandRequest("test", team, "C1", user, command, text, is_platform_admin=admin)
+
+
+async def test_memory_show_and_forget_one(make_app: Any) -> None:
+    app = await make_app()
+    await say(app, "please remember that I like green tea")
+    await say(app, "please remember that I work nights")
+    shown = await app.handle_command(cmd("memory", ""))
+    assert "I like green tea" in shown.text and "I work nights" in shown.text
+    facts = await app.store.list_facts(PersonKey("test", "T1", "U1"))
+    gone = await app.handle_command(cmd("memory", f"forget {facts[0].id}"))
+    assert gone.ok and facts[0].id in gone.text
+    again = await app.handle_command(cmd("memory", "show"))
+    assert "green tea" not in again.text and "I work nights" in again.text
+    missing = await app.handle_command(cmd("memory", "forget nope42"))
+    assert not missing.ok
+    other = await app.handle_command(cmd("memory", "show", user="U2"))
+    assert "work nights" not in other.text
+
+
+async def test_forget_all_erases_turns_but_not_other_peoples(
+    make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    app = await make_app()
+    await say(app, "please remember that I am vegan", user="U1")
+    await say(app, "my locker code is 1234", user="U1")
+    await say(app, "bob was here", user="U2")
+    reply = await app.handle_command(cmd("memory", "forget all", user="U1"))
+    assert reply.ok and "1 fact(s)" in reply.text
+    assert "6 message(s)" in reply.text  # user+reply twice, plus the remember call and result
+    fake_openai.requests.clear()
+    await say(app, "what do you know?", user="U2")
+    seen = json.dumps(fake_openai.requests)
+    assert "1234" not in seen and "vegan" not in seen and "bob was here" in seen
+
+
+async def test_tools_admin_only_and_secrets_never_shown(
+    make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    app = await make_app(bot_admins="UADMIN")
+    listed = await app.handle_command(cmd("tools", ""))
+    assert "orders" in listed.text and "weather" in listed.text
+    refused = await app.handle_command(cmd("tools", "install weather", user="U9"))
+    assert not refused.ok and "admin" in refused.text
+    bad = await app.handle_command(cmd("tools", "install orders url=ftp://x", user="UADMIN"))
+    assert not bad.ok
+    ok = await app.handle_command(
+        cmd("tools", "install orders url=http://127.0.0.1:9/ token=s3cr3t-value", admin=True)
+    )
+    assert ok.ok and "s3cr3t-value" not in ok.text
+    listed = await app.handle_command(cmd("tools", "list"))
+    assert "orders" in listed.text and "s3cr3t-value" not in listed.text
+    # Offered to the model in this team only.
+    await say(app, "hello", team="T1")
+    assert "get_order_status" in json.dumps(fake_openai.requests[-1]["tools"])
+    await say(app, "hello", team="T2")
+    assert "get_order_status" not in json.dumps(fake_openai.requests[-1]["tools"])
+    removed = await app.handle_command(cmd("tools", "remove orders", user="UADMIN"))
+    assert removed.ok
+    await say(app, "hello", team="T1")
+    assert "get_order_status" not in json.dumps(fake_openai.requests[-1]["tools"])
+    unknown = await app.handle_command(cmd("tools", "install rockets", admin=True))
+    assert not unknown.ok and "rockets" in unknown.text
