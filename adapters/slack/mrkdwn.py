@@ -65,10 +65,11 @@ def _inline(text: str) -> str:
     text = _INLINE_CODE.sub(lambda m: protected.keep("`" + escape(m.group(2)) + "`"), text)
     text = _SLACK_TOKEN.sub(lambda m: protected.keep(m.group(0)), text)
     text = _IMAGE.sub(
-        lambda m: protected.keep(f"<{m.group(2)}|{_link_label(m.group(1)) or 'image'}>"), text
+        lambda m: protected.keep(f"<{_url(m.group(2))}|{_link_label(m.group(1)) or 'image'}>"),
+        text,
     )
     text = _LINK.sub(lambda m: protected.keep(_render_link(m.group(1), m.group(2))), text)
-    text = _BARE_URL.sub(lambda m: protected.keep(f"<{m.group(0)}>"), text)
+    text = _BARE_URL.sub(lambda m: protected.keep(f"<{_url(m.group(0))}>"), text)
     text = escape(text)
     text = _BOLD.sub(lambda m: f"{_BOLD_MARK}{m.group(2)}{_BOLD_MARK}", text)
     text = _ITALIC_STAR.sub(lambda m: f"_{m.group(1)}_", text)
@@ -77,11 +78,16 @@ def _inline(text: str) -> str:
     return protected.restore(text)
 
 
+def _url(url: str) -> str:
+    """URLs inside `<...>` are escaped like text (Slack unescapes them when rendering)."""
+    return url.replace("&amp;", "&").replace("&", "&amp;")
+
+
 def _render_link(label: str, url: str) -> str:
     if not re.match(r"^(https?|mailto|tel):", url):
         return escape(f"{label} ({url})")
     shown = _link_label(label)
-    return f"<{url}|{shown}>" if shown and shown != url else f"<{url}>"
+    return f"<{_url(url)}|{shown}>" if shown and shown != url else f"<{_url(url)}>"
 
 
 def _table(rows: list[str]) -> list[str]:

@@ -243,15 +243,19 @@ class SlackReplySink:
         long = len(final) > self._config.file_threshold
         if self._stream is not None and self._stream_ts is not None:
             streamed = self._text[: self._sent]
-            if not long and len(final) <= self._config.stream_limit and final.startswith(streamed):
+            fits = not long and len(final) <= self._config.stream_limit
+            if self._mode == "stream" and fits and final.startswith(streamed):
                 try:
                     await self._stream.stop(markdown_text=final[len(streamed) :] or None)
                     return
                 except Exception as exc:
                     api_failed(_LOG, "chat.stopStream", exc, channel=self._target.channel)
             else:
+                # Stop without the helper: after a failed append its buffer still holds text.
                 try:
-                    await self._stream.stop()
+                    await self._client.chat_stopStream(
+                        channel=self._target.channel, ts=self._stream_ts
+                    )
                 except Exception as exc:
                     api_failed(_LOG, "chat.stopStream", exc, channel=self._target.channel)
             await self._replace(self._stream_ts, final, long)

@@ -86,7 +86,9 @@ class FakeSlack:
     socket_acks: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.tokens.setdefault(self.bot_token, Identity(self.team_id, self.bot_user_id, self.bot_id))
+        self.tokens.setdefault(
+            self.bot_token, Identity(self.team_id, self.bot_user_id, self.bot_id)
+        )
         self._failures: dict[str, list[_Failure]] = {}
         self._ts = itertools.count(1)
         self._server: TestServer | None = None
@@ -99,7 +101,9 @@ class FakeSlack:
 
     # -- setup -------------------------------------------------------------------------------
 
-    def add_user(self, user_id: str, name: str, *, is_admin: bool = False, is_owner: bool = False) -> None:
+    def add_user(
+        self, user_id: str, name: str, *, is_admin: bool = False, is_owner: bool = False
+    ) -> None:
         self.users[user_id] = {
             "id": user_id,
             "name": name.lower().replace(" ", "."),
@@ -192,7 +196,9 @@ class FakeSlack:
             if c.method == method and all(c.args.get(k) == v for k, v in match.items())
         ]
 
-    def bot_messages(self, channel: str | None = None, thread_ts: str | None = None) -> list[Message]:
+    def bot_messages(
+        self, channel: str | None = None, thread_ts: str | None = None
+    ) -> list[Message]:
         """Messages the bot created, in order, optionally in one channel / thread."""
         found = [
             m
@@ -315,7 +321,9 @@ class FakeSlack:
     def _new_message(self, args: dict[str, Any], who: Identity, text: str, **kw: Any) -> Message:
         ts = self._next_ts()
         thread = args.get("thread_ts") or None
-        msg = Message(ts, str(args["channel"]), thread, text, user=who.user_id, bot_id=who.bot_id, **kw)
+        msg = Message(
+            ts, str(args["channel"]), thread, text, user=who.user_id, bot_id=who.bot_id, **kw
+        )
         self.messages[ts] = msg
         return msg
 
@@ -408,7 +416,9 @@ class FakeSlack:
             return {"ok": False, "error": "user_not_found"}
         return {"ok": True, "user": user}
 
-    def api_conversations_replies(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+    def api_conversations_replies(
+        self, args: dict[str, Any], who: Identity | None
+    ) -> dict[str, Any]:
         ts, channel = str(args.get("ts")), str(args.get("channel"))
         thread = [
             {"ts": m.ts, "user": m.user, "text": m.text, "thread_ts": m.thread_ts or m.ts}
@@ -421,7 +431,9 @@ class FakeSlack:
     def _assistant(self) -> dict[str, Any] | None:
         return None if self.assistant else {"ok": False, "error": "not_allowed_token_type"}
 
-    def api_assistant_threads_setStatus(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+    def api_assistant_threads_setStatus(
+        self, args: dict[str, Any], who: Identity | None
+    ) -> dict[str, Any]:
         return self._assistant() or {"ok": True}
 
     def api_assistant_threads_setSuggestedPrompts(
@@ -429,10 +441,14 @@ class FakeSlack:
     ) -> dict[str, Any]:
         return self._assistant() or {"ok": True}
 
-    def api_assistant_threads_setTitle(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+    def api_assistant_threads_setTitle(
+        self, args: dict[str, Any], who: Identity | None
+    ) -> dict[str, Any]:
         return self._assistant() or {"ok": True}
 
-    def api_files_getUploadURLExternal(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+    def api_files_getUploadURLExternal(
+        self, args: dict[str, Any], who: Identity | None
+    ) -> dict[str, Any]:
         file_id = "F" + uuid.uuid4().hex[:10].upper()
         return {"ok": True, "file_id": file_id, "upload_url": f"{self.base_url}/upload/{file_id}"}
 
@@ -449,7 +465,9 @@ class FakeSlack:
         result = self.oauth_codes.pop(str(args.get("code")), None)
         return result or {"ok": False, "error": "invalid_code"}
 
-    def api_apps_connections_open(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+    def api_apps_connections_open(
+        self, args: dict[str, Any], who: Identity | None
+    ) -> dict[str, Any]:
         return {"ok": True, "url": f"ws://127.0.0.1:{self._port()}/link/?ticket=test"}
 
     def _port(self) -> int:

@@ -19,6 +19,8 @@ class EchoCore:
     delay: float = 0.0
     chunks: int = 3
     reply: str | None = None  # fixed answer instead of the echo
+    draft: list[str] | None = None  # deltas to stream instead of the answer's own chunks
+    delta_pause: float = 0.0
     fail: bool = False
     skip_finish: bool = False
     seen: set[str] = field(default_factory=set)
@@ -40,9 +42,10 @@ class EchoCore:
             raise RuntimeError("boom")
         answer = self.reply_for(message)
         step = max(1, len(answer) // max(1, self.chunks))
-        for i in range(0, len(answer), step):
-            await sink.delta(answer[i : i + step])
-            await asyncio.sleep(0)
+        deltas = self.draft or [answer[i : i + step] for i in range(0, len(answer), step)]
+        for delta in deltas:
+            await sink.delta(delta)
+            await asyncio.sleep(self.delta_pause)
         if not self.skip_finish:
             await sink.finish(answer)
 

@@ -31,7 +31,9 @@ def new_ts() -> str:
     return f"{int(time.time())}.{next(_ts):06d}"
 
 
-def signed_headers(body: str, *, secret: str = SECRET, timestamp: int | None = None) -> dict[str, str]:
+def signed_headers(
+    body: str, *, secret: str = SECRET, timestamp: int | None = None
+) -> dict[str, str]:
     stamp = str(int(time.time()) if timestamp is None else timestamp)
     signature = SignatureVerifier(secret).generate_signature(timestamp=stamp, body=body)
     return {"X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": str(signature)}
@@ -98,9 +100,14 @@ class SlackHarness:
         secret: str = SECRET,
         timestamp: int | None = None,
     ) -> ClientResponse:
-        all_headers = {"Content-Type": content_type, **signed_headers(body, secret=secret, timestamp=timestamp)}
+        all_headers = {
+            "Content-Type": content_type,
+            **signed_headers(body, secret=secret, timestamp=timestamp),
+        }
         all_headers.update(headers or {})
-        resp = await self.http.post(self.url("/slack/events"), data=body.encode(), headers=all_headers)
+        resp = await self.http.post(
+            self.url("/slack/events"), data=body.encode(), headers=all_headers
+        )
         await resp.read()
         return resp
 
@@ -144,8 +151,14 @@ class SlackHarness:
         self, text: str, *, channel: str = "C1", user: str = "U1", thread_ts: str | None = None
     ) -> str:
         ts = new_ts()
-        event = {"type": "message", "channel_type": "channel", "user": user, "text": text,
-                 "ts": ts, "channel": channel}
+        event = {
+            "type": "message",
+            "channel_type": "channel",
+            "user": user,
+            "text": text,
+            "ts": ts,
+            "channel": channel,
+        }
         if thread_ts:
             event["thread_ts"] = thread_ts
         await self.send_event(event)
@@ -161,8 +174,14 @@ class SlackHarness:
         event_id: str | None = None,
     ) -> str:
         ts = new_ts()
-        event = {"type": "message", "channel_type": "im", "user": user, "text": text,
-                 "ts": ts, "channel": channel}
+        event = {
+            "type": "message",
+            "channel_type": "im",
+            "user": user,
+            "text": text,
+            "ts": ts,
+            "channel": channel,
+        }
         if thread_ts:
             event["thread_ts"] = thread_ts
         await self.send_event(event, event_id=event_id)
@@ -191,7 +210,9 @@ class SlackHarness:
             "response_url": self.fake.response_url(),
             "trigger_id": "1.2.3",
         }
-        return await self.post_raw(urlencode(form), content_type="application/x-www-form-urlencoded")
+        return await self.post_raw(
+            urlencode(form), content_type="application/x-www-form-urlencoded"
+        )
 
     async def wait_done(self, message_ts: str, *, timeout: float = 5.0) -> None:
         """Until the bot cleared its working reaction on that message (the turn has finished)."""
@@ -199,11 +220,19 @@ class SlackHarness:
             lambda: bool(self.fake.calls_to("reactions.remove", timestamp=message_ts)), timeout
         )
 
-    async def wait_status_cleared(self, thread_ts: str, count: int = 1, timeout: float = 5.0) -> None:
+    async def wait_status_cleared(
+        self, thread_ts: str, count: int = 1, timeout: float = 5.0
+    ) -> None:
         """Until the assistant status of that thread was cleared `count` times."""
         await self.fake.wait_for(
-            lambda: len(self.fake.calls_to("assistant.threads.setStatus", thread_ts=thread_ts, status=""))
-            >= count,
+            lambda: (
+                len(
+                    self.fake.calls_to(
+                        "assistant.threads.setStatus", thread_ts=thread_ts, status=""
+                    )
+                )
+                >= count
+            ),
             timeout,
         )
 

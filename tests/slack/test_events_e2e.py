@@ -1,4 +1,4 @@
-"""End to end through POST /slack/events: signed requests in, real slack_sdk calls out to FakeSlack."""
+"""End to end through POST /slack/events: signed requests in, slack_sdk calls out to FakeSlack."""
 
 from __future__ import annotations
 
@@ -50,7 +50,9 @@ async def test_thread_follow_up_needs_no_mention(slack: SlackHarness, echo_core:
     assert echo_core.messages[1].user_name == "Bob"
 
 
-async def test_thread_the_bot_is_not_in_is_ignored(slack: SlackHarness, echo_core: EchoCore) -> None:
+async def test_thread_the_bot_is_not_in_is_ignored(
+    slack: SlackHarness, echo_core: EchoCore
+) -> None:
     other_root = new_ts()
     slack.fake.seed_message("C1", other_root, user="U2", text="people talking")
     await slack.channel_message("just chatting", thread_ts=other_root)
@@ -67,7 +69,9 @@ async def test_follow_up_in_a_thread_answered_by_another_process(
     """This process never saw the thread: conversations.replies shows the bot's reply there."""
     root = new_ts()
     slack.fake.seed_message("C1", root, user="U1", text="question")
-    slack.fake.seed_message("C1", new_ts(), user=slack.fake.bot_user_id, text="answer", thread_ts=root)
+    slack.fake.seed_message(
+        "C1", new_ts(), user=slack.fake.bot_user_id, text="answer", thread_ts=root
+    )
     follow = await slack.channel_message("thanks, and?", thread_ts=root)
     await slack.wait_done(follow)
     assert echo_core.messages[0].thread == root
@@ -116,7 +120,9 @@ async def test_event_delivered_to_two_processes_is_answered_once(
     assert sum(len(c.messages) for c in cores) == 1
 
 
-async def test_concurrent_mentions_in_many_channels(slack: SlackHarness, echo_core: EchoCore) -> None:
+async def test_concurrent_mentions_in_many_channels(
+    slack: SlackHarness, echo_core: EchoCore
+) -> None:
     echo_core.delay = 0.05
     channels = [f"C{n:03d}" for n in range(60)]
     stamps = await asyncio.gather(*(slack.mention(f"n{c}", channel=c) for c in channels))
@@ -127,8 +133,12 @@ async def test_concurrent_mentions_in_many_channels(slack: SlackHarness, echo_co
 
 
 async def test_bad_or_stale_signature_gets_401(slack: SlackHarness, echo_core: EchoCore) -> None:
-    body = json.dumps(event_body({"type": "app_mention", "user": "U1", "text": "x", "ts": new_ts(),
-                                  "channel": "C1"}, team="T0TEST"))
+    body = json.dumps(
+        event_body(
+            {"type": "app_mention", "user": "U1", "text": "x", "ts": new_ts(), "channel": "C1"},
+            team="T0TEST",
+        )
+    )
     bad = await slack.post_raw(body, secret="wrong-secret")
     stale = await slack.post_raw(body, timestamp=int(time.time()) - 600)
     unsigned = await slack.http.post(slack.url("/slack/events"), data=body)
@@ -143,7 +153,9 @@ async def test_url_verification_challenge(slack: SlackHarness) -> None:
     assert resp.status == 200 and (await resp.json())["challenge"] == "abc123"
 
 
-async def test_ack_is_fast_even_when_the_turn_is_slow(slack: SlackHarness, echo_core: EchoCore) -> None:
+async def test_ack_is_fast_even_when_the_turn_is_slow(
+    slack: SlackHarness, echo_core: EchoCore
+) -> None:
     echo_core.delay = 1.0
     started = time.perf_counter()
     ts = await slack.mention("slow")
@@ -155,12 +167,32 @@ async def test_ack_is_fast_even_when_the_turn_is_slow(slack: SlackHarness, echo_
 async def test_own_and_other_bots_messages_are_ignored(
     slack: SlackHarness, echo_core: EchoCore
 ) -> None:
-    own = {"type": "message", "channel_type": "im", "channel": "D1", "ts": new_ts(),
-           "user": "UBOT", "bot_id": "BBOT", "text": "my own reply"}
-    other = {"type": "message", "subtype": "bot_message", "channel_type": "im", "channel": "D1",
-             "ts": new_ts(), "bot_id": "BOTHER", "text": "beep"}
-    edited = {"type": "message", "subtype": "message_changed", "channel_type": "im", "channel": "D1",
-              "ts": new_ts(), "message": {"user": "U1", "text": "edited"}}
+    own = {
+        "type": "message",
+        "channel_type": "im",
+        "channel": "D1",
+        "ts": new_ts(),
+        "user": "UBOT",
+        "bot_id": "BBOT",
+        "text": "my own reply",
+    }
+    other = {
+        "type": "message",
+        "subtype": "bot_message",
+        "channel_type": "im",
+        "channel": "D1",
+        "ts": new_ts(),
+        "bot_id": "BOTHER",
+        "text": "beep",
+    }
+    edited = {
+        "type": "message",
+        "subtype": "message_changed",
+        "channel_type": "im",
+        "channel": "D1",
+        "ts": new_ts(),
+        "message": {"user": "U1", "text": "edited"},
+    }
     for event in (own, other, edited):
         assert (await slack.send_event(event)).status == 200
     await asyncio.sleep(0.2)
@@ -171,8 +203,15 @@ async def test_other_bots_are_answered_when_configured(start_harness: StartHarne
     core = EchoCore()
     slack = await start_harness(core, allow_bot_messages=True)
     ts = new_ts()
-    other = {"type": "message", "subtype": "bot_message", "channel_type": "im", "channel": "D7",
-             "ts": ts, "bot_id": "BOTHER", "text": "beep"}
+    other = {
+        "type": "message",
+        "subtype": "bot_message",
+        "channel_type": "im",
+        "channel": "D7",
+        "ts": ts,
+        "bot_id": "BOTHER",
+        "text": "beep",
+    }
     await slack.send_event(other)
     await slack.wait_done(ts)
     assert core.messages[0].user == "BOTHER"
@@ -180,15 +219,31 @@ async def test_other_bots_are_answered_when_configured(start_harness: StartHarne
 
 async def test_text_is_normalised_for_the_core(slack: SlackHarness, echo_core: EchoCore) -> None:
     ts = new_ts()
-    text = ("<@UBOT> ask <@U2> about <https://example.com/a|the doc> in <#C9|general> "
-            "&lt;soon&gt; &amp; <!here>")
-    event = {"type": "app_mention", "user": "U1", "text": text, "ts": ts, "channel": "C1",
-             "files": [{"name": "plan.pdf", "mimetype": "application/pdf", "size": 2048,
-                        "permalink": "https://files.example/plan.pdf"}]}
+    text = (
+        "<@UBOT> ask <@U2> about <https://example.com/a|the doc> in <#C9|general> "
+        "&lt;soon&gt; &amp; <!here>"
+    )
+    event = {
+        "type": "app_mention",
+        "user": "U1",
+        "text": text,
+        "ts": ts,
+        "channel": "C1",
+        "files": [
+            {
+                "name": "plan.pdf",
+                "mimetype": "application/pdf",
+                "size": 2048,
+                "permalink": "https://files.example/plan.pdf",
+            }
+        ],
+    }
     await slack.send_event(event)
     await slack.wait_done(ts)
     [message] = echo_core.messages
-    assert message.text == "ask @Bob about the doc (https://example.com/a) in #general <soon> & @here"
+    assert (
+        message.text == "ask @Bob about the doc (https://example.com/a) in #general <soon> & @here"
+    )
     assert message.attachments == (
         "link: https://example.com/a",
         "file: plan.pdf (application/pdf, 2 KB) https://files.example/plan.pdf",
@@ -243,9 +298,16 @@ async def test_health_and_metrics(slack: SlackHarness, echo_core: EchoCore) -> N
     metrics = await slack.http.get(slack.url("/metrics"))
     text = await metrics.text()
     assert metrics.status == 200 and metrics.headers["Content-Type"].startswith("text/plain")
-    for name in ("bot_turns_total", "bot_turn_latency_seconds", "bot_model_latency_seconds",
-                 "bot_model_tokens_total", "bot_tool_calls_total", "bot_errors_total",
-                 "bot_deduplicated_events_total", "bot_ack_latency_seconds_bucket"):
+    for name in (
+        "bot_turns_total",
+        "bot_turn_latency_seconds",
+        "bot_model_latency_seconds",
+        "bot_model_tokens_total",
+        "bot_tool_calls_total",
+        "bot_errors_total",
+        "bot_deduplicated_events_total",
+        "bot_ack_latency_seconds_bucket",
+    ):
         assert name in text
     assert 'bot_platform_events_total{kind="app_mention",platform="slack"}' in text
     dedup = [ln for ln in text.splitlines() if ln.startswith("bot_deduplicated_events_total{")]

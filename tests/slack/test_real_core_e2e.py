@@ -1,0 +1,67 @@
+"""The same flows against the real core: BotApp on SQLite and the in-process cache, FakeOpenAI.
+
+FakeOpenAI's default brain answers "ok: <the user's text>" and calls `remember` when asked to
+remember something, so replies are predictable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.slack.harness import SlackHarness, new_ts
+
+
+async def test_mention_then_follow_up_in_the_thread(slack_real: SlackHarness) -> None:
+    root = await slack_real.mention("hello there", channel="C1")
+    await slack_real.wait_done(root, timeout=10)
+    follow = await slack_real.channel_message("and one more thing", thread_ts=root)
+    await slack_real.wait_done(follow, timeout=10)
+    assert slack_real.replies("C1", thread_ts=root) == ["ok: hello there", "ok: and one more thing"]
+    assert slack_real.replies("C1") == slack_real.replies("C1", thread_ts=root)
+
+
+async def test_dm_and_retry_answered_once(slack_real: SlackHarness) -> None:
+    ts = new_ts()
+    event = {
+        "type": "message",
+        "channel_type": "im",
+        "user": "U1",
+        "text": "just once",
+        "ts": ts,
+        "channel": "D1",
+    }
+    await slack_real.send_event(event, event_id="EvREAL1")
+    await slack_real.send_event(event, event_id="EvREAL1", retry_num=1)
+    await slack_real.wait_done(ts, timeout=10)
+    await asyncio.sleep(0.2)
+    assert slack_real.replies("D1") == ["ok: just once"]
+
+
+async def test_concurrent_channels_each_answered_once(slack_real: SlackHarness) -> None:
+    channels = [f"CR{n:02d}" for n in range(25)]
+    stamps = await asyncio.gather(*(slack_real.mention(f"hi {c}", channel=c) for c in channels))
+    await asyncio.gather(*(slack_real.wait_done(ts, timeout=20) for ts in stamps))
+    for channel, ts in zip(channels, stamps, strict=True):
+        assert slack_real.replies(channel, thread_ts=ts) == [f"ok: hi {channel}"]
+
+
+async def test_remember_then_memory_commands(slack_real: SlackHarness) -> None:
+    ts = await slack_real.dm("please remember that I like green tea", user="U1")
+    await slack_real.wait_done(ts, timeout=10)
+    shown = await (await slack_real.command("/memory", "show", user="U1")).json()
+    assert shown["response_type"] == "ephemeral" and "I like green tea" in shown["text"]
+    other = await (await slack_real.command("/memory", "", user="U2")).json()
+    assert "green tea" not in other["text"]  # one person's facts never shown to another
+    erased = await (await slack_real.command("/memory", "forget all", user="U1")).json()
+    assert erased["response_type"] == "ephemeral"
+    again = await (await slack_real.command("/memory", "show", user="U1")).json()
+    assert "green tea" not in again["text"]
+
+
+async def test_tools_install_needs_a_workspace_admin(slack_real: SlackHarness) -> None:
+    refused = await (await slack_real.command("/tools", "install weather", user="U1")).json()
+    allowed = await (await slack_real.command("/tools", "install weather", user="UADMIN")).json()
+    listed = await (await slack_real.command("/tools", "", user="U1")).json()
+    assert refused["text"].startswith("Sorry, only workspace admins")
+    assert not allowed["text"].startswith("Sorry") and "weather" in listed["text"]
+    assert all(r["response_type"] == "ephemeral" for r in (refused, allowed, listed))
