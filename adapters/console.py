@@ -64,6 +64,9 @@ async def run_console(
     core: BotCore, *, user: str, channel: str, thread: str | None = None, out: TextIO = sys.stdout
 ) -> int:
     """Read messages until EOF; returns the process exit code."""
+    # ":" separates the parts of store keys; names typed on a command line may contain it.
+    user, channel = user.replace(":", "_"), channel.replace(":", "_")
+    thread = thread.replace(":", "_") if thread else None
     interactive = sys.stdin.isatty()
     while True:
         line = await _read_line(interactive)

@@ -1,6 +1,6 @@
 """Scoping keys. Every store query takes one of these, so "no key" can never mean "everything".
 
-A key refuses empty parts at construction: a missing team or user id is a bug upstream, and
+A key refuses empty parts (and parts containing the ":" separator) at construction: a missing team or user id is a bug upstream, and
 failing loudly here is what keeps one person's data out of another's context.
 """
 
@@ -17,6 +17,9 @@ def _check(kind: str, **parts: str | None) -> None:
             continue
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"{kind}.{name} must be a non-empty string, got {value!r}")
+        if _SEP in value:
+            # ids are joined with ":"; a part containing it could be parsed back wrongly
+            raise ValueError(f"{kind}.{name} must not contain {_SEP!r}, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,8 @@ class SessionKey:
     thread: str | None = None
 
     def __post_init__(self) -> None:
+        if self.thread == "-":
+            raise ValueError("SessionKey.thread must not be '-' (it stands for 'no thread')")
         _check(
             "SessionKey",
             platform=self.platform,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +25,7 @@ def fake() -> Iterator[FakeOpenAI]:
     server.stop()
 
 
-def run_chat(
+def _run_chat(
     lines: list[str],
     *,
     fake: FakeOpenAI | None,
@@ -54,6 +56,9 @@ def run_chat(
         cwd=data_dir.parent,
         env=env,
     )
+
+
+run_chat = _run_chat
 
 
 def test_a_reply_arrives(fake: FakeOpenAI, tmp_path: Path) -> None:
@@ -100,6 +105,20 @@ def test_malformed_setting_is_one_clear_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and "BOT_CONTEXT_TOKENS" in lines[0]
 
 
+@pytest.fixture(params=["embedded", "mongo+redis"])
+def backends(request: pytest.FixtureRequest) -> dict[str, str]:
+    """Environment for the store/cache combination: none set, or MongoDB (mongoeco) + Redis."""
+    if request.param == "embedded":
+        return {}
+    mongo_uri: str = request.getfixturevalue("mongo_uri")
+    redis_url: str = request.getfixturevalue("redis_url")
+    return {
+        "MONGODB_URI": mongo_uri,
+        "MONGODB_DB": f"chat{uuid.uuid4().hex[:10]}",
+        "REDIS_URL": redis_url,
+    }
+
+
 @pytest.mark.parametrize(
     ("ask", "fact"),
     [
@@ -108,9 +127,10 @@ def test_malformed_setting_is_one_clear_line(tmp_path: Path) -> None:
     ],
 )
 def test_remembered_fact_follows_the_person_not_others(
-    fake: FakeOpenAI, tmp_path: Path, ask: str, fact: str
+    fake: FakeOpenAI, tmp_path: Path, ask: str, fact: str, backends: dict[str, str]
 ) -> None:
     data = tmp_path / "d"
+    run_chat = functools.partial(_run_chat, env_extra=backends)
     first = run_chat(
         [ask], fake=fake, data_dir=data, args=("--user", "alice", "--channel", "general")
     )
