@@ -1,7 +1,8 @@
 """Scoping keys. Every store query takes one of these, so "no key" can never mean "everything".
 
-A key refuses empty parts (and parts containing the ":" separator) at construction: a missing team or user id is a bug upstream, and
-failing loudly here is what keeps one person's data out of another's context.
+A key refuses empty parts (and parts containing the ":" separator) at construction: a missing
+team or user id is a bug upstream, and failing loudly here is what keeps one person's data out of
+another's context.
 """
 
 from __future__ import annotations

@@ -165,6 +165,7 @@ class FakeSlack:
         app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_post("/response/{rid}", self._response_url)
         app.router.add_get("/link/", self._socket)
+        app.router.add_get("/_fake/calls", self._dump_calls)
         self._server = TestServer(app, host="127.0.0.1")
         await self._server.start_server()
         return self
@@ -286,6 +287,15 @@ class FakeSlack:
             return web.json_response({"ok": False, "error": "invalid_auth"})
         result = handler(args, identity)
         return web.json_response(result)
+
+    async def _dump_calls(self, request: web.Request) -> web.Response:
+        """Every recorded call (for benchmarks running the fake in another process)."""
+        return web.json_response(
+            [
+                {"method": c.method, "channel": c.channel, "ts": c.args.get("ts"), "at": c.at}
+                for c in self.calls
+            ]
+        )
 
     async def _upload(self, request: web.Request) -> web.Response:
         self.uploads[request.match_info["file_id"]] = await request.read()
