@@ -40,7 +40,9 @@ async def make_app(tmp_path: Any, fake_openai: FakeOpenAI) -> AsyncIterator[Make
     """Build a real BotApp (SQLite in tmp_path, in-process cache unless given) on FakeOpenAI."""
     apps: list[BotApp] = []
 
-    async def build(*, redis_key_prefix: str | None = None, **overrides: Any) -> BotApp:
+    async def build(
+        *, redis_key_prefix: str | None = None, cache: Any = None, **overrides: Any
+    ) -> BotApp:
         values: dict[str, Any] = {
             "openai_api_key": "sk-test",
             "openai_base_url": fake_openai.base_url,
@@ -56,8 +58,10 @@ async def make_app(tmp_path: Any, fake_openai: FakeOpenAI) -> AsyncIterator[Make
             mongodb_db=settings.mongodb_db,
             data_dir=settings.bot_data_dir,
         )
-        if settings.redis_url and redis_key_prefix:
-            cache: Any = ResilientCache(
+        if cache is not None:
+            pass
+        elif settings.redis_url and redis_key_prefix:
+            cache = ResilientCache(
                 RedisCache.from_url(settings.redis_url, prefix=redis_key_prefix), MemoryCache()
             )
         else:
