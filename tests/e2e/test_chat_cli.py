@@ -185,3 +185,37 @@ def test_forget_all_erases_facts_and_turns(fake: FakeOpenAI, tmp_path: Path) -> 
     assert "1 fact(s)" in out.stdout and "don't remember anything" in out.stdout
     raw = b"".join(p.read_bytes() for p in data.iterdir() if p.is_file())
     assert b"green tea" not in raw and b"4242" not in raw
+
+
+def _doctor(env_extra: dict[str, str], data_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "BOT_", "MONGODB", "REDIS"))
+    }
+    env.update({"BOT_DATA_DIR": str(data_dir), "OPENAI_API_KEY": "sk-test", **env_extra})
+    return subprocess.run(
+        [sys.executable, "-m", "bot", "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=data_dir.parent,
+        env=env,
+    )
+
+
+def test_doctor_reports_each_check(fake: FakeOpenAI, tmp_path: Path) -> None:
+    good = _doctor({"OPENAI_BASE_URL": fake.base_url}, tmp_path / "d")
+    assert good.returncode == 0, good.stdout + good.stderr
+    names = [line.split()[1].rstrip(":") for line in good.stdout.splitlines()]
+    assert {"config", "tokens", "model", "store", "cache"} <= set(names)
+    assert "FAIL" not in good.stdout
+
+    bad = _doctor(
+        {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "REDIS_URL": "redis://127.0.0.1:9/0"},
+        tmp_path / "d",
+    )
+    assert bad.returncode == 1
+    fails = [line for line in bad.stdout.splitlines() if line.startswith("FAIL")]
+    assert {line.split()[1].rstrip(":") for line in fails} == {"model", "cache"}
+    assert "Traceback" not in bad.stdout + bad.stderr
