@@ -69,6 +69,7 @@ def setup_logging(level: str = "INFO", *, json_lines: bool | None = None) -> Non
     root.setLevel(level.upper())
     for noisy in (
         "httpx",
+        "httpx2",
         "httpcore",
         "openai",
         "slack_bolt",
