@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings()
     except ConfigError as exc:
         return _fail(str(exc))
-    setup_logging(settings.bot_log_level)
+    setup_logging(settings.bot_log_level or ("WARNING" if args.command == "chat" else "INFO"))
     try:
         if args.command == "chat":
             return asyncio.run(_chat(settings, args))

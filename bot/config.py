@@ -55,7 +55,9 @@ class Settings(BaseSettings):
     geocoding_api_url: str = "https://geocoding-api.open-meteo.com/v1/search"
 
     bot_admins: str = ""
-    bot_log_level: str = "INFO"
+    bot_log_level: str | None = (
+        None  # default: WARNING for `bot chat` (keeps the chat readable), else INFO
+    )
 
     @field_validator(
         "openai_base_url", "mongodb_uri", "redis_url", "slack_client_id", mode="before"
