@@ -22,6 +22,7 @@ from bot.keys import SessionKey
 from bot.memory.context import ContextBuilder
 from bot.memory.session import CompressionPolicy, SessionMemory, hot_key
 from bot.messages import IncomingMessage, ReplySink
+from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient
 from bot.stores.factory import open_cache, open_store
 from bot.stores.protocols import Cache, LockTimeout, Store
@@ -82,7 +83,7 @@ class BotApp:
         )
         self.toolboxes = ToolboxFactory(settings, store=store, cache=cache)
         self.runner = TurnRunner(
-            model=model,
+            model=MeteredModel(model, "chat"),
             memory=self.memory,
             facts=store,
             builder=self.builder,
@@ -113,6 +114,7 @@ class BotApp:
             async with self._session_turn(session):
                 toolbox = await self.toolboxes.for_team(session.team_key)
                 result = await self.runner.run(message, toolbox, sink)
+                record_turn(message.platform, result, set(toolbox.registry.names()))
         except LockTimeout:
             await sink.finish(BUSY_REPLY, error=True)
             return None
@@ -185,7 +187,7 @@ class BotApp:
 
     async def _compress(self, session: SessionKey) -> None:
         async def summarise(messages: list[dict[str, Any]], response_format: dict[str, Any]) -> str:
-            response = await self.summary_model.complete(
+            response = await MeteredModel(self.summary_model, "summary").complete(
                 messages,
                 response_format=response_format,
                 max_tokens=self.memory.policy.summary_tokens * 2,

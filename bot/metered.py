@@ -1,0 +1,66 @@
+"""Feeding the Prometheus metrics in `bot.metrics` from the core (model calls, turns, tools).
+
+Labels only ever take values from small fixed sets: a tool name the model invented is counted as
+"unknown", so a misbehaving model cannot blow up the metrics' cardinality.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bot.metrics import ERRORS, MODEL_LATENCY, MODEL_TOKENS, TOOL_CALLS, TURN_LATENCY, TURNS
+from bot.model import ModelClient, ModelError, ModelResponse
+from bot.turn import TurnResult
+
+
+class MeteredModel:
+    """A ModelClient that records latency, tokens and errors under a `kind` label."""
+
+    def __init__(self, client: ModelClient, kind: str) -> None:
+        self.client = client
+        self.kind = kind
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        on_delta: Callable[[str], Awaitable[None]] | None = None,
+        response_format: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        tool_choice: str | None = None,
+    ) -> ModelResponse:
+        try:
+            response = await self.client.complete(
+                messages,
+                tools=tools,
+                on_delta=on_delta,
+                response_format=response_format,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                tool_choice=tool_choice,
+            )
+        except ModelError as err:
+            ERRORS.labels("model", err.kind).inc()
+            raise
+        MODEL_LATENCY.labels(self.kind).observe(response.duration_ms / 1000)
+        if response.usage is not None:
+            MODEL_TOKENS.labels(self.kind, "prompt").inc(response.usage.prompt_tokens)
+            MODEL_TOKENS.labels(self.kind, "completion").inc(response.usage.completion_tokens)
+        return response
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+def record_turn(platform: str, result: TurnResult, known_tools: set[str]) -> None:
+    ok = result.outcome in ("answer", "max_rounds")
+    TURNS.labels(platform, "ok" if ok else "error").inc()
+    TURN_LATENCY.labels(platform).observe(result.duration_ms / 1000)
+    if not ok:
+        ERRORS.labels("turn", result.outcome).inc()
+    for record in result.tool_calls:
+        name = record.name if record.name in known_tools else "unknown"
+        TOOL_CALLS.labels(name, record.outcome).inc()
