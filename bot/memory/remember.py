@@ -2,6 +2,10 @@
 
 The speaker comes from the ToolContext the turn built (platform + team + user), never from the
 model's arguments, so the model cannot file a fact under someone else.
+
+It is not declared `write=True`: storing is idempotent in the store itself (the same text for the
+same person returns the fact already stored), and the executor's replay cache would go stale
+after `/memory forget` (asking to remember the same thing again must store it again).
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ MAX_FACT_CHARS = 500
 
 @tool(
     name="remember",
-    write=True,
     timeout=10.0,
     description=(
         "Store a fact about the person you are talking to, so you remember it in later "

@@ -77,3 +77,12 @@ async def test_tools_admin_only_and_secrets_never_shown(
     assert "get_order_status" not in json.dumps(fake_openai.requests[-1]["tools"])
     unknown = await app.handle_command(cmd("tools", "install rockets", admin=True))
     assert not unknown.ok and "rockets" in unknown.text
+
+
+async def test_remember_again_after_forget_all_stores_again(make_app: Any) -> None:
+    app = await make_app()
+    await say(app, "please remember that I like green tea")
+    await app.handle_command(cmd("memory", "forget all"))
+    await say(app, "please remember that I like green tea")
+    shown = await app.handle_command(cmd("memory", "show"))
+    assert "I like green tea" in shown.text
