@@ -6,7 +6,8 @@ one process from clashing on metric names, and keeps /metrics free of unrelated 
 Who increments what:
 - the core (turn loop, model client, tool engine): `TURNS`, `TURN_LATENCY`, `MODEL_LATENCY`,
   `MODEL_TOKENS`, `TOOL_CALLS`, `ERRORS`;
-- adapters: `EVENTS`, `DEDUPLICATED_EVENTS`, `ACK_LATENCY`, `PLATFORM_API_ERRORS`, `ERRORS`.
+- adapters: `EVENTS`, `DEDUPLICATED_EVENTS`, `ACK_LATENCY`, `PLATFORM_API_ERRORS`, `ERRORS`,
+  `EVENT_LOOP_LAG`, `TURNS_WAITING`.
 
 Label values must come from small fixed sets (never user text, ids or tokens).
 """
@@ -17,6 +18,7 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
 )
@@ -82,6 +84,17 @@ ACK_LATENCY = Histogram(
     "Time to acknowledge a platform request (Slack requires under 3 s).",
     ["platform"],
     buckets=_ACK_BUCKETS,
+    registry=REGISTRY,
+)
+EVENT_LOOP_LAG = Gauge(
+    "bot_event_loop_lag_seconds",
+    "How late a 10 ms timer fired last (the adapter holds back new turns while it is high).",
+    registry=REGISTRY,
+)
+TURNS_WAITING = Gauge(
+    "bot_turns_waiting",
+    "Received messages waiting to start their turn (admission control under CPU load).",
+    ["platform"],
     registry=REGISTRY,
 )
 PLATFORM_API_ERRORS = Counter(

@@ -110,6 +110,7 @@ class SlackRuntime:
                 connector=aiohttp.TCPConnector(limit=max(100, self.config.max_concurrent_turns)),
             )
             self.client.session = self._session
+        self.handlers.guard.start()
         if self.single_team is not None:
             identity = await self.single_team.identity()
             if identity is None:
@@ -125,6 +126,7 @@ class SlackRuntime:
     async def stop(self) -> None:
         """Finish in-flight answers (bounded), then close the session."""
         left = await self.tasks.drain(self.config.shutdown_grace_seconds)
+        await self.handlers.guard.stop()
         if self._session is not None:
             await self._session.close()
             self._session = None

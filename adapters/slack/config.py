@@ -60,6 +60,10 @@ class SlackConfig:
     streaming: bool = True
     update_interval: float = 1.0
     stream_interval: float = 0.5
+    # Show progress only once an answer is this long or this old: quick short answers then go
+    # out as one chat.postMessage instead of start/append/stop (fewer calls, no flicker).
+    first_flush_chars: int = 160
+    first_flush_seconds: float = 0.6
     message_limit: int = 3900
     stream_limit: int = 12000
     file_threshold: int = 12000

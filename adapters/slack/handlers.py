@@ -22,6 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.slack.config import SlackConfig
 from adapters.slack.dedup import Deduplicator
 from adapters.slack.errors import api_failed
+from adapters.slack.loadguard import LoopGuard
 from adapters.slack.logs import emit
 from adapters.slack.mrkdwn import markdown_to_mrkdwn, split_message
 from adapters.slack.normalize import mentioned_users, normalize_event
@@ -66,6 +67,7 @@ class SlackHandlers:
         self.caps = Capabilities()
         self._titled: TTLCache[tuple[str, str, str], bool] = TTLCache(50_000, 86400.0)
         self._turns = asyncio.Semaphore(config.max_concurrent_turns)
+        self.guard = LoopGuard()
 
     def register(self, app: AsyncApp) -> None:
         app.event("app_mention")(self.on_message_event)
@@ -180,8 +182,17 @@ class SlackHandlers:
             mention=route.via_mention,
             queued_ms=round((time.monotonic() - received) * 1000, 1),
         )
-        async with self._turns:
+        waiting = metrics.TURNS_WAITING.labels(PLATFORM)
+        waiting.inc()
+        try:
+            await self.guard.admit()
+            await self._turns.acquire()
+        finally:
+            waiting.dec()
+        try:
             await self._run_turn(message, sink)
+        finally:
+            self._turns.release()
 
     async def _run_turn(self, message: IncomingMessage, sink: SlackReplySink) -> None:
         try:

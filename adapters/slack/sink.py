@@ -83,6 +83,7 @@ class SlackReplySink:
         self._stop = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
         self._finished = False
+        self._first_delta_at = 0.0
         self.posted: list[str] = []  # ts of every message this sink created
 
     @property
@@ -119,6 +120,7 @@ class SlackReplySink:
             return
         self._text += text
         if self._flusher is None:
+            self._first_delta_at = asyncio.get_running_loop().time()
             self._flusher = asyncio.create_task(self._run_flusher(), name="slack-sink-flusher")
         self._wake.set()
 
@@ -127,7 +129,7 @@ class SlackReplySink:
             return
         self._finished = True
         await self._stop_flusher()
-        final = text.strip() or EMPTY_ANSWER
+        final = text if text.strip() else EMPTY_ANSWER
         try:
             await self._deliver(final)
         except Exception as exc:
@@ -148,6 +150,7 @@ class SlackReplySink:
     # -- progress ----------------------------------------------------------------------------
 
     async def _run_flusher(self) -> None:
+        await self._hold_first_flush()
         while not self._stop.is_set():
             await self._wake.wait()
             self._wake.clear()
@@ -163,6 +166,21 @@ class SlackReplySink:
                 await asyncio.wait_for(self._stop.wait(), timeout=interval)
             except TimeoutError:
                 pass
+
+    async def _hold_first_flush(self) -> None:
+        """Wait until the answer is long or old enough to be worth showing in progress."""
+        loop = asyncio.get_running_loop()
+        deadline = self._first_delta_at + self._config.first_flush_seconds
+        while not self._stop.is_set() and len(self._text) < self._config.first_flush_chars:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=remaining)
+            except TimeoutError:
+                break
+        self._wake.set()
 
     async def _stop_flusher(self) -> None:
         self._stop.set()

@@ -94,6 +94,8 @@ class FakeSlack:
         self._server: TestServer | None = None
         self._sockets: list[web.WebSocketResponse] = []
         self._changed = asyncio.Event()
+        self._seen_keys: set[tuple[str, str | None]] = set()
+        self._key_waiters: dict[tuple[str, str | None], list[asyncio.Future[None]]] = {}
         self.add_user("UADMIN", "Ada Admin", is_admin=True)
         self.add_user("UOWNER", "Olga Owner", is_owner=True)
         self.add_user("U1", "Alice")
@@ -166,6 +168,7 @@ class FakeSlack:
         app.router.add_post("/response/{rid}", self._response_url)
         app.router.add_get("/link/", self._socket)
         app.router.add_get("/_fake/calls", self._dump_calls)
+        app.router.add_get("/_fake/wait", self._wait_call)
         self._server = TestServer(app, host="127.0.0.1")
         await self._server.start_server()
         return self
@@ -259,8 +262,14 @@ class FakeSlack:
         method = request.match_info["method"]
         args = await self._args(request)
         token = self._token(request, args)
-        self.calls.append(Call(method, args, token, time.monotonic()))
+        call = Call(method, args, token, time.monotonic())
+        self.calls.append(call)
         self._touch()
+        key = (method, call.channel)
+        self._seen_keys.add(key)
+        for waiter in self._key_waiters.pop(key, []):
+            if not waiter.done():
+                waiter.set_result(None)
         if self.latency:
             await asyncio.sleep(self.latency)
         failures = self._failures.get(method)
@@ -289,13 +298,26 @@ class FakeSlack:
         return web.json_response(result)
 
     async def _dump_calls(self, request: web.Request) -> web.Response:
-        """Every recorded call (for benchmarks running the fake in another process)."""
+        """Recorded calls from index `since` on (for benchmarks running the fake elsewhere)."""
+        since = int(request.query.get("since", "0"))
         return web.json_response(
             [
                 {"method": c.method, "channel": c.channel, "ts": c.args.get("ts"), "at": c.at}
-                for c in self.calls
+                for c in self.calls[since:]
             ]
         )
+
+    async def _wait_call(self, request: web.Request) -> web.Response:
+        """Block until `method` was called for `channel` (benchmarks wait for a turn's end)."""
+        key = (request.query["method"], request.query.get("channel"))
+        if key not in self._seen_keys:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._key_waiters.setdefault(key, []).append(waiter)
+            try:
+                await asyncio.wait_for(waiter, timeout=float(request.query.get("timeout", "30")))
+            except TimeoutError:
+                return web.json_response({"ok": False}, status=408)
+        return web.json_response({"ok": True})
 
     async def _upload(self, request: web.Request) -> web.Response:
         self.uploads[request.match_info["file_id"]] = await request.read()

@@ -77,6 +77,7 @@ class SlackHarness:
             "api_url": fake.api_url,
             "update_interval": 0.05,
             "stream_interval": 0.05,
+            "first_flush_seconds": 0.0,
         }
         values.update(config)
         cfg = SlackConfig(**values)

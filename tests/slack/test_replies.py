@@ -198,3 +198,29 @@ async def test_sessions_are_team_channel_and_thread(
         "two": f"slack:T0TEST:C2:{b}",
         "three": "slack:T0TEST:D1:-",
     }
+
+
+async def test_quick_short_answer_is_one_post_without_streaming(
+    start_harness: StartHarness,
+) -> None:
+    core = EchoCore(reply="Sure, done.", chunks=4)
+    slack = await start_harness(core, first_flush_seconds=0.6, first_flush_chars=160)
+    ts = await slack.mention("quick")
+    await slack.wait_done(ts)
+    assert slack.replies("C1", thread_ts=ts) == ["Sure, done."]
+    assert len(slack.fake.calls_to("chat.postMessage")) == 1
+    assert not slack.fake.calls_to("chat.startStream") and not slack.fake.calls_to("chat.update")
+
+
+async def test_slow_answer_starts_streaming_after_the_first_flush_delay(
+    start_harness: StartHarness,
+) -> None:
+    words = [f"word{n} " for n in range(12)]
+    core = EchoCore(draft=words, reply="".join(words), delta_pause=0.05)  # 0.6 s of deltas
+    slack = await start_harness(core, first_flush_seconds=0.2, first_flush_chars=10_000)
+    ts = await slack.mention("slow")
+    await slack.wait_done(ts)
+    [start] = slack.fake.calls_to("chat.startStream")
+    first_delta_sent = slack.fake.calls_to("reactions.add")[0].at
+    assert start.at - first_delta_sent >= 0.15  # held back, then streamed
+    assert slack.replies("C1", thread_ts=ts) == ["".join(words)]

@@ -256,3 +256,34 @@ async def test_installation_store_round_trip_keys_include_the_team() -> None:
     await store.async_delete_all(enterprise_id=None, team_id="T1")
     assert await store.async_find_bot(enterprise_id=None, team_id="T1") is None
     assert {k[1] for k in storage.docs} == {"T2"}
+
+
+# -- admission control --------------------------------------------------------------------------
+
+
+async def test_loop_guard_admits_at_once_when_idle_and_throttles_when_overloaded() -> None:
+    import asyncio
+    import time
+
+    from adapters.slack.loadguard import LoopGuard
+
+    guard = LoopGuard(tick=0.01, max_lag=0.015, per_tick=5)
+    await guard.admit()  # not started: never blocks
+    guard.start()
+    try:
+        await asyncio.sleep(0.03)
+        started = time.monotonic()
+        await asyncio.gather(*(guard.admit() for _ in range(5)))
+        assert time.monotonic() - started < 0.05  # a healthy loop admits a tick's budget at once
+
+        time.sleep(0.06)  # noqa: ASYNC251 - a CPU-heavy stretch blocks the loop, on purpose
+        for _ in range(3):
+            await asyncio.sleep(0)  # the guard's timer, now overdue, fires and sees the lag
+        assert guard.lag > 0.015
+        waiting = [asyncio.create_task(guard.admit()) for _ in range(20)]
+        await asyncio.sleep(0)
+        assert guard.waiting >= 10  # most new turns wait for later ticks
+        await asyncio.wait_for(asyncio.gather(*waiting), timeout=2.0)  # and all get in
+        assert guard.waiting == 0
+    finally:
+        await guard.stop()

@@ -1,0 +1,85 @@
+"""Admission control by event-loop lag: keep the 3-second ack fast when turns eat the CPU.
+
+Acks and turns share one event loop. Turns are mostly waiting on the model, so hundreds can run
+at once; but when many are in their CPU-heavy phases the loop falls behind and every ack waits
+behind them. This guard measures how late a short timer fires (loop lag) and, while the lag is
+above a threshold, lets new turns start only a few per tick. Running turns are never paused;
+acks are never held back. A healthy loop admits up to `per_tick` new turns per tick (bursts are
+smoothed, not refused); an overloaded one admits one per tick, so queued turns still progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+
+from bot import metrics
+
+
+class LoopGuard:
+    def __init__(
+        self,
+        *,
+        tick: float = 0.01,
+        max_lag: float = 0.015,
+        per_tick: int = 5,
+    ) -> None:
+        self._tick = tick
+        self._max_lag = max_lag
+        self._per_tick = per_tick
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._budget = per_tick
+        self._overloaded = False
+        self._task: asyncio.Task[None] | None = None
+        self.lag = 0.0
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._monitor(), name="slack-loop-guard")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    async def admit(self) -> None:
+        """Return when a new turn may start: at once, unless this tick's budget is spent."""
+        if self._task is None:
+            return
+        if not self._waiters and self._budget > 0:
+            self._budget -= 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(waiter)
+            raise
+
+    async def _monitor(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            await asyncio.sleep(self._tick)
+            self.lag = max(0.0, loop.time() - started - self._tick)
+            metrics.EVENT_LOOP_LAG.set(self.lag)
+            self._overloaded = self.lag > self._max_lag
+            self._budget = 1 if self._overloaded else self._per_tick
+            while self._waiters and self._budget > 0:
+                waiter = self._waiters.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+                    self._budget -= 1
