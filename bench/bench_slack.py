@@ -101,13 +101,15 @@ async def run_bot(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.WARNING)
     core: Any
     if args.core == "real":
+        from pydantic import SecretStr
+
         from bot.app import build_app
         from bot.config import Settings
 
         data_dir = tempfile.mkdtemp(prefix="bench-slack-")
-        settings = Settings(  # type: ignore[call-arg,arg-type]
+        settings = Settings(  # type: ignore[call-arg]
             _env_file=None,
-            openai_api_key="sk-bench",
+            openai_api_key=SecretStr("sk-bench"),
             openai_base_url=args.openai_url,
             bot_data_dir=Path(data_dir),
             bot_log_level="WARNING",
