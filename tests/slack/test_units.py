@@ -287,3 +287,42 @@ async def test_loop_guard_admits_at_once_when_idle_and_throttles_when_overloaded
         assert guard.waiting == 0
     finally:
         await guard.stop()
+
+
+# -- manifest -----------------------------------------------------------------------------------
+
+
+def test_manifest_matches_what_the_adapter_needs() -> None:
+    import re
+    from pathlib import Path
+
+    from adapters.slack.config import DEFAULT_SCOPES
+    from adapters.slack.handlers import COMMANDS
+
+    text = (Path(__file__).resolve().parents[2] / "manifest.yaml").read_text()
+
+    def items(section: str) -> set[str]:
+        block = text.split(f"{section}:\n", 1)[1]
+        found = set()
+        for line in block.splitlines():
+            match = re.match(r"^\s+- ([a-z_.:]+)", line)
+            if match is None:
+                if line.strip() and not line.lstrip().startswith("-"):
+                    break
+                continue
+            found.add(match.group(1))
+        return found
+
+    assert items("    bot") == set(DEFAULT_SCOPES)
+    assert items("    bot_events") == {
+        "app_mention",
+        "message.channels",
+        "message.groups",
+        "message.im",
+        "message.mpim",
+        "assistant_thread_started",
+        "assistant_thread_context_changed",
+        "app_uninstalled",
+        "tokens_revoked",
+    }
+    assert set(re.findall(r"- command: /(\w+)", text)) == set(COMMANDS)
