@@ -144,9 +144,7 @@ class SlackHandlers:
         wanted = [u for u in mentioned_users(str(event.get("text") or "")) if u != bot_user_id]
         names = await self.users.names(client, route.team, [route.user, *wanted])
         normalized = normalize_event(event, bot_user_id=bot_user_id, names=names)
-        if not normalized.text and not normalized.attachments:
-            emit(_LOG, "slack_message_empty", channel=route.channel)
-            return
+        # An empty text (a bare mention) still goes to the core: it owns the reply policy.
         if route.assistant_thread and route.reply_thread_ts:
             self._maybe_title(client, route, normalized.text)
 

@@ -65,3 +65,9 @@ async def test_tools_install_needs_a_workspace_admin(slack_real: SlackHarness) -
     assert refused["text"].startswith("Sorry, only workspace admins")
     assert not allowed["text"].startswith("Sorry") and "weather" in listed["text"]
     assert all(r["response_type"] == "ephemeral" for r in (refused, allowed, listed))
+
+
+async def test_bare_mention_gets_the_cores_friendly_reply(slack_real: SlackHarness) -> None:
+    ts = await slack_real.mention("")
+    [reply] = await slack_real.wait_replies("C1", thread_ts=ts)  # no working status: no model
+    assert reply and not reply.startswith("ok:")
