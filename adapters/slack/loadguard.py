@@ -5,7 +5,7 @@ at once; but when many are in their CPU-heavy phases the loop falls behind and e
 behind them. This guard measures how late a short timer fires (loop lag) and, while the lag is
 above a threshold, lets new turns start only a few per tick. Running turns are never paused;
 acks are never held back. A healthy loop admits up to `per_tick` new turns per tick (bursts are
-smoothed, not refused); an overloaded one admits one per tick, so queued turns still progress.
+smoothed, not refused); an overloaded one admits one every few ticks, so queued turns progress.
 """
 
 from __future__ import annotations
@@ -18,12 +18,14 @@ from bot import metrics
 
 
 class LoopGuard:
+    MIN_PROGRESS_TICKS = 5
+
     def __init__(
         self,
         *,
         tick: float = 0.01,
         max_lag: float = 0.015,
-        per_tick: int = 5,
+        per_tick: int = 20,
     ) -> None:
         self._tick = tick
         self._max_lag = max_lag
@@ -31,6 +33,7 @@ class LoopGuard:
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._budget = per_tick
         self._overloaded = False
+        self._starved_ticks = 0
         self._task: asyncio.Task[None] | None = None
         self.lag = 0.0
 
@@ -77,7 +80,15 @@ class LoopGuard:
             self.lag = max(0.0, loop.time() - started - self._tick)
             metrics.EVENT_LOOP_LAG.set(self.lag)
             self._overloaded = self.lag > self._max_lag
-            self._budget = 1 if self._overloaded else self._per_tick
+            if not self._overloaded:
+                self._budget, self._starved_ticks = self._per_tick, 0
+            else:
+                # Admit nothing while the loop is behind, but one turn every few ticks so the
+                # queue always moves even under sustained load.
+                self._starved_ticks += 1
+                self._budget = 1 if self._starved_ticks >= self.MIN_PROGRESS_TICKS else 0
+                if self._budget:
+                    self._starved_ticks = 0
             while self._waiters and self._budget > 0:
                 waiter = self._waiters.popleft()
                 if not waiter.done():
