@@ -99,6 +99,12 @@ class SlackRuntime:
             process_before_response=False,
             ignoring_self_events_enabled=True,
         )
+        if oauth_settings is None and self.app.oauth_flow is not None:
+            # Bolt builds an OAuth flow (with a file store) from these variables on its own.
+            raise SlackConfigError(
+                "SLACK_CLIENT_ID/SLACK_CLIENT_SECRET are set in the environment, but the Slack "
+                "adapter was configured for one workspace; unset them or pass them in SlackConfig"
+            )
         self.handlers = SlackHandlers(core, config, self.tasks, self.installation_store)
         self.handlers.register(self.app)
         self._session: aiohttp.ClientSession | None = None

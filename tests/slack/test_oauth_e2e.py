@@ -127,3 +127,13 @@ async def test_state_store_expiry() -> None:
     await storage.put_state("old", expires_at=1.0)
     assert await storage.consume_state("old") is False
     assert await storage.consume_state("never") is False
+
+
+def test_oauth_variables_left_in_the_environment_are_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SLACK_CLIENT_ID", "1")
+    monkeypatch.setenv("SLACK_CLIENT_SECRET", "2")
+    config = SlackConfig(signing_secret="s", bot_token="xoxb-1")
+    with pytest.raises(SlackConfigError, match="one workspace"):
+        SlackRuntime(EchoCore(), config, None)
