@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
@@ -22,8 +22,6 @@ from bot.core import BotCore
 
 RUNTIME: web.AppKey[SlackRuntime] = web.AppKey("slack_runtime", SlackRuntime)
 HEALTH_TIMEOUT = 3.0
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 async def _events(request: web.Request) -> web.Response:

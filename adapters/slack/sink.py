@@ -72,7 +72,9 @@ class SlackReplySink:
         self._target = target
         self._config = config
         self._caps = caps
-        self._text = ""
+        self._parts: list[str] = []  # deltas; joined lazily (many tiny deltas, long answers)
+        self._joined = ""
+        self._length = 0
         self._sent = 0
         self._mode: str | None = None  # "stream" | "update" | "stalled"
         self._stream: AsyncChatStream | None = None
@@ -89,6 +91,14 @@ class SlackReplySink:
     @property
     def finished(self) -> bool:
         return self._finished
+
+    @property
+    def _text(self) -> str:
+        """Everything streamed so far."""
+        if len(self._joined) != self._length:
+            self._joined = "".join(self._parts)
+            self._parts = [self._joined]
+        return self._joined
 
     # -- ReplySink ---------------------------------------------------------------------------
 
@@ -118,7 +128,8 @@ class SlackReplySink:
     async def delta(self, text: str) -> None:
         if self._finished or not text:
             return
-        self._text += text
+        self._parts.append(text)
+        self._length += len(text)
         if self._flusher is None:
             self._first_delta_at = asyncio.get_running_loop().time()
             self._flusher = asyncio.create_task(self._run_flusher(), name="slack-sink-flusher")
@@ -171,7 +182,7 @@ class SlackReplySink:
         """Wait until the answer is long or old enough to be worth showing in progress."""
         loop = asyncio.get_running_loop()
         deadline = self._first_delta_at + self._config.first_flush_seconds
-        while not self._stop.is_set() and len(self._text) < self._config.first_flush_chars:
+        while not self._stop.is_set() and self._length < self._config.first_flush_chars:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
@@ -201,7 +212,7 @@ class SlackReplySink:
         return self._mode
 
     async def _flush_progress(self) -> None:
-        if len(self._text) <= self._sent:
+        if self._length <= self._sent:
             return
         mode = self._choose_mode()
         if mode == "stream":
