@@ -103,12 +103,15 @@ class ContextBuilder:
         ]
         kept: list[list[dict[str, Any]]] = []
         kept_count = 0
+        history_tokens = 0
         for age, group in enumerate(reversed(groups)):
             rendered = render_group(group, aged=age >= FRESH_TURNS)
-            cost = sum(count(m) for m in rendered)
+            known = {m.content: m.tokens for m in group if m.tokens or not m.content}
+            cost = sum(self._cost(m, known) for m in rendered)
             if cost > available:
                 break
             available -= cost
+            history_tokens += cost
             kept.append(rendered)
             kept_count += len(group)
         history = [m for group in reversed(kept) for m in group]
@@ -118,7 +121,14 @@ class ContextBuilder:
             messages.append(note_msg)
         messages.extend(history)
         messages.extend(current)
-        tokens = self.counter.messages(messages) + tools_tokens
+        tokens = (
+            self._system_tokens
+            + (count(note_msg) if note_msg is not None else 0)
+            + history_tokens
+            + sum(count(m) for m in current)
+            + REPLY_PRIMER
+            + tools_tokens
+        )
         return BuiltContext(
             messages=messages,
             tokens=tokens,
@@ -126,6 +136,14 @@ class ContextBuilder:
             dropped_history=sum(len(g) for g in groups) - kept_count,
             notes=notes,
         )
+
+    def _cost(self, message: dict[str, Any], known: dict[str, int]) -> int:
+        """`TokenCounter.message`, reusing the token counts stored with each message."""
+        content = message.get("content")
+        if isinstance(content, str) and content in known:
+            plain = {k: v for k, v in message.items() if k != "content"}
+            return known[content] + self.counter.message(plain)
+        return self.counter.message(message)
 
     def _fit_current(
         self, current: list[dict[str, Any]], cap: int, notes: list[str]

@@ -168,3 +168,17 @@ def test_huge_current_turn_is_trimmed_to_fit() -> None:
     built = b.build(MemoryView(summary="s " * 2000), current, tools_tokens=300)
     assert built.tokens + 500 <= 3000
     assert "trimmed" in built.messages[-1]["content"]
+
+
+def test_reported_tokens_match_a_full_recount() -> None:
+    history: list[StoredMessage] = []
+    for i in range(30):
+        history += tool_turn(
+            i * 4 + 1, f"t{i}", result=json.dumps({"ok": True, "data": {"v": "z" * 900}})
+        )
+    built = builder(budget=8000, reply=500).build(
+        MemoryView(history=history, summary="earlier", speaker="p:t:u1"),
+        [{"role": "user", "content": "q"}],
+        tools_tokens=0,
+    )
+    assert built.tokens == COUNTER.messages(built.messages)
