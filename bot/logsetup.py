@@ -65,17 +65,29 @@ def setup_logging(level: str = "INFO", *, json_lines: bool | None = None) -> Non
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if json_lines else KeyValueFormatter())
     root = logging.getLogger()
+    handler.addFilter(_quiet_libraries)
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for noisy in (
-        "httpx",
-        "httpx2",
-        "httpcore",
-        "openai",
-        "slack_bolt",
-        "slack_sdk",
-        "discord",
-        "pymongo",
-        "aiohttp.access",
-    ):
+    for noisy in _NOISY:
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+_NOISY = (
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "openai",
+    "slack_bolt",
+    "slack_sdk",
+    "discord",
+    "pymongo",
+    "aiohttp.access",
+)
+
+
+def _quiet_libraries(record: logging.LogRecord) -> bool:
+    """Drop libraries' records below WARNING even where they set their own logger levels (Bolt
+    copies the root level onto its loggers, and logs request bodies at INFO)."""
+    if record.levelno >= logging.WARNING:
+        return True
+    return not any(record.name == n or record.name.startswith(n + ".") for n in _NOISY)

@@ -1,0 +1,28 @@
+"""`bot slack`: the composition root that puts the Slack adapter on the core.
+
+Single workspace: SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET. Multi-workspace (SLACK_CLIENT_ID and
+SLACK_CLIENT_SECRET set): installations and OAuth states live in the bot's own store (SQLite or
+MongoDB), so several bot processes share them and they survive restarts.
+"""
+
+from __future__ import annotations
+
+from bot.app import build_app
+from bot.config import ConfigError, Settings
+
+
+async def run(settings: Settings) -> int:
+    from adapters.slack import SlackConfig, SlackConfigError, run_slack
+
+    try:
+        config = SlackConfig.from_settings(settings)
+    except SlackConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    core = await build_app(settings)
+    try:
+        await run_slack(core, config, storage=core.store if config.client_id else None)
+    except SlackConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    finally:
+        await core.close()
+    return 0

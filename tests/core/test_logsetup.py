@@ -1,0 +1,53 @@
+"""Structured logs: JSON lines, credentials redacted, libraries' chatter (and bodies) dropped."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+
+from bot.logsetup import JsonFormatter, setup_logging
+
+
+@pytest.fixture
+def stream(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
+    buf = io.StringIO()
+    monkeypatch.setattr("sys.stderr", buf)
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    setup_logging("INFO", json_lines=True)
+    yield buf
+    root.handlers[:], root.level = saved[0], saved[1]
+
+
+def test_json_fields_and_redaction(stream: io.StringIO) -> None:
+    logging.getLogger("bot.x").info(
+        "model_call",
+        extra={"fields": {"api_key": "sk-live-123", "prompt_tokens": 12, "token": "xoxb"}},
+    )
+    record = json.loads(stream.getvalue().strip())
+    assert record["event"] == "model_call" and record["prompt_tokens"] == 12
+    assert record["api_key"] == "[redacted]" and record["token"] == "[redacted]"
+    assert "sk-live-123" not in stream.getvalue()
+
+
+def test_library_info_records_are_dropped_even_with_their_own_level(stream: io.StringIO) -> None:
+    bolt = logging.getLogger("slack_bolt.RequestVerification")
+    bolt.setLevel(logging.INFO)  # what Bolt does to its own loggers
+    bolt.info("Invalid request signature detected (body: secret message text)")
+    bolt.warning("something worth seeing")
+    out = stream.getvalue()
+    assert "secret message text" not in out and "something worth seeing" in out
+
+
+def test_exceptions_are_rendered() -> None:
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.LogRecord(
+            "x", logging.ERROR, __file__, 1, "failed", None, __import__("sys").exc_info()
+        )
+    line = json.loads(JsonFormatter().format(record))
+    assert "ValueError: boom" in line["exc"]
