@@ -10,14 +10,20 @@ the first attempt. If the insert is retried (by the driver's retryable writes, o
 after a network error) a message that already landed fails with a duplicate `_id`, which is
 proof it is stored and is ignored; so a retry never stores a message twice. A failure between
 the reservation and the insert leaves a gap in the seqs, never a duplicate or a reorder.
+
+Slack installations (`slack_installations`, unique on enterprise_id + team_id + name) hold bot
+tokens. They are stored as plain documents: encryption at rest is left to the database (MongoDB's
+encrypted storage engine, or Atlas / disk encryption). Nothing here logs them. OAuth states
+(`slack_oauth_states`, `_id` = the state) expire through a TTL index on `expires_at`; the TTL
+monitor is lazy (about once a minute), so `consume_state` also filters on the expiry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import timedelta
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, overload
 
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReturnDocument
@@ -40,15 +46,18 @@ from bot.stores.ids import (
     new_fact_id,
     normalize_fact,
 )
-from bot.stores.protocols import StoreUnavailable
+from bot.stores.protocols import StoreUnavailable, bind_put_state
 from bot.stores.records import (
+    SCHEMA_VERSION,
     Fact,
     FactSource,
     NewMessage,
     SessionState,
+    SlackInstallationDoc,
     StoredMessage,
     ToolCallLog,
     ToolInstall,
+    check_installation_key,
     utcnow,
 )
 
@@ -99,6 +108,8 @@ class MongoStore:
         self._facts: AsyncCollection[Doc] = self.db["facts"]
         self._installs: AsyncCollection[Doc] = self.db["tool_installs"]
         self._calls: AsyncCollection[Doc] = self.db["tool_calls"]
+        self._slack_docs: AsyncCollection[Doc] = self.db["slack_installations"]
+        self._slack_states: AsyncCollection[Doc] = self.db["slack_oauth_states"]
 
     @classmethod
     async def open(
@@ -141,20 +152,26 @@ class MongoStore:
             )
             await self._calls.create_index([("session", ASCENDING), ("created_at", DESCENDING)])
             await self._calls.create_index("speaker")
-            await self._ensure_ttl()
+            await self._ensure_ttl(
+                self._calls, "created_at", int(TOOL_CALL_RETENTION.total_seconds())
+            )
+            await self._slack_docs.create_index(
+                [("enterprise_id", ASCENDING), ("team_id", ASCENDING), ("name", ASCENDING)],
+                unique=True,
+            )
+            await self._ensure_ttl(self._slack_states, "expires_at", 0)
 
-    async def _ensure_ttl(self) -> None:
-        seconds = int(TOOL_CALL_RETENTION.total_seconds())
+    async def _ensure_ttl(self, collection: AsyncCollection[Doc], field: str, seconds: int) -> None:
         try:
-            await self._calls.create_index("created_at", expireAfterSeconds=seconds)
+            await collection.create_index(field, expireAfterSeconds=seconds)
         except OperationFailure as exc:
             if exc.code != _INDEX_OPTIONS_CONFLICT:
                 raise
             # An older deployment used another retention: change it in place.
             await self.db.command(
                 "collMod",
-                self._calls.name,
-                index={"keyPattern": {"created_at": 1}, "expireAfterSeconds": seconds},
+                collection.name,
+                index={"keyPattern": {field: 1}, "expireAfterSeconds": seconds},
             )
 
     # --- conversation ------------------------------------------------------------------------
@@ -244,7 +261,24 @@ class MongoStore:
             doc = await self._states.find_one({"session": session.id})
         return None if doc is None else codec.load(SessionState, doc)
 
-    async def put_state(self, session: SessionKey, state: SessionState) -> bool:
+    @overload
+    async def put_state(self, session: SessionKey, state: SessionState) -> bool: ...
+
+    @overload
+    async def put_state(self, state: str, expires_at: float) -> None: ...
+
+    async def put_state(self, *args: Any, **kwargs: Any) -> bool | None:
+        """Session state (optimistic, see `SessionStateStore`) or an OAuth state (see
+        `InstallationDocStore`), told apart by `bind_put_state`."""
+        bound = bind_put_state(args, kwargs)
+        if isinstance(bound[0], str):
+            oauth_state, expires_at = bound
+            await self._put_oauth_state(oauth_state, float(expires_at))
+            return None
+        session, state = bound
+        return await self._put_session_state(session, state)
+
+    async def _put_session_state(self, session: SessionKey, state: SessionState) -> bool:
         if state.session != session.id:
             raise ValueError(f"state of {state.session!r} put under session {session.id!r}")
         expected = state.version
@@ -369,6 +403,67 @@ class MongoStore:
         with _unavailable("delete_speaker_calls"):
             result = await self._calls.delete_many({"speaker": person.id})
         return result.deleted_count
+
+    # --- Slack installations and OAuth states ------------------------------------------------
+
+    async def get_doc(self, enterprise_id: str, team_id: str, name: str) -> dict[str, Any] | None:
+        check_installation_key(enterprise_id, team_id, name)
+        query = {"enterprise_id": enterprise_id, "team_id": team_id, "name": name}
+        with _unavailable("get_doc"):
+            found = await self._slack_docs.find_one(query)
+        return None if found is None else codec.load(SlackInstallationDoc, found).doc
+
+    async def put_doc(
+        self, enterprise_id: str, team_id: str, name: str, doc: dict[str, Any]
+    ) -> None:
+        check_installation_key(enterprise_id, team_id, name)
+        record = SlackInstallationDoc(
+            enterprise_id=enterprise_id,
+            team_id=team_id,
+            name=name,
+            doc=doc,
+            updated_at=codec.now_ms(),
+        )
+        stored = record.model_dump(mode="json")  # the same JSON values SQLite keeps
+        stored["updated_at"] = record.updated_at
+        query = {"enterprise_id": enterprise_id, "team_id": team_id, "name": name}
+        with _unavailable("put_doc"):
+            await self._upsert(self._slack_docs, query, stored)
+
+    async def delete_docs(self, enterprise_id: str, team_id: str, name: str | None = None) -> int:
+        check_installation_key(enterprise_id, team_id, name)
+        query = {"enterprise_id": enterprise_id, "team_id": team_id}
+        if name is not None:
+            query["name"] = name
+        with _unavailable("delete_docs"):
+            result = await self._slack_docs.delete_many(query)
+        return result.deleted_count
+
+    async def _put_oauth_state(self, state: str, expires_at: float) -> None:
+        stored = {
+            "expires_at": datetime.fromtimestamp(expires_at, UTC),
+            "schema_version": SCHEMA_VERSION,
+        }
+        with _unavailable("put_state"):
+            await self._upsert(self._slack_states, {"_id": state}, stored)
+
+    async def consume_state(self, state: str) -> bool:
+        if not isinstance(state, str) or not state:
+            return False
+        # An expired state the TTL monitor has not reaped yet is left for it and refused here.
+        query = {"_id": state, "expires_at": {"$gt": utcnow()}}
+        with _unavailable("consume_state"):
+            found = await self._slack_states.find_one_and_delete(query)
+        return found is not None
+
+    @staticmethod
+    async def _upsert(collection: AsyncCollection[Doc], query: Doc, doc: Doc) -> None:
+        """Replace or insert; two first writers of one key race on the unique index, and the
+        loser retries as a plain replace (servers before 4.2 do not retry that themselves)."""
+        try:
+            await collection.replace_one(query, doc, upsert=True)
+        except DuplicateKeyError:
+            await collection.replace_one(query, doc, upsert=True)
 
     # --- lifecycle ---------------------------------------------------------------------------
 

@@ -54,6 +54,7 @@ async def mongo_backend(name: str, uri: str) -> AsyncIterator[Backend]:
 _SQLITE_COLUMNS = {
     "messages": ("session", "seq", "speaker"),
     "tool_calls": ("session", "speaker", "created_at"),
+    "slack_installations": ("enterprise_id", "team_id", "name"),
 }
 
 

@@ -6,6 +6,7 @@ import asyncio
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 from urllib.parse import urlsplit
 
@@ -50,6 +51,12 @@ async def test_indexes_are_created_idempotently(store: MongoStore) -> None:
     calls = await store.db["tool_calls"].index_information()
     ttl = [s for s in calls.values() if "expireAfterSeconds" in s]
     assert [(s["key"], s["expireAfterSeconds"]) for s in ttl] == [([("created_at", 1)], 604800)]
+    slack = await store.db["slack_installations"].index_information()
+    unique = {tuple(k for k, _ in s["key"]) for s in slack.values() if s.get("unique")}
+    assert unique - {("_id",)} == {("enterprise_id", "team_id", "name")}
+    states = await store.db["slack_oauth_states"].index_information()
+    ttl = [s for s in states.values() if "expireAfterSeconds" in s]
+    assert [(s["key"], s["expireAfterSeconds"]) for s in ttl] == [([("expires_at", 1)], 0)]
 
 
 async def test_a_duplicate_seq_cannot_be_written(store: MongoStore) -> None:
@@ -117,3 +124,25 @@ async def test_an_outage_mid_run_is_store_unavailable(mongoeco_uri: str) -> None
         await store.client.drop_database("outage_test")
         await store.close()
         await proxy.stop()
+
+
+async def test_installation_documents_carry_schema_version_and_an_expiring_state(
+    store: MongoStore,
+) -> None:
+    await store.put_doc("-", "T1", "bot", {"bot_token": "xoxb-1"})
+    stored = await store.db["slack_installations"].find_one({"team_id": "T1"})
+    assert stored is not None and stored["schema_version"] == 1
+    assert stored["doc"] == {"bot_token": "xoxb-1"} and isinstance(stored["updated_at"], datetime)
+    await store.put_state("pending", time.time() + 600)
+    state = await store.db["slack_oauth_states"].find_one({"_id": "pending"})
+    assert state is not None and isinstance(state["expires_at"], datetime)
+    assert state["schema_version"] == 1
+
+
+async def test_an_expired_state_not_yet_reaped_is_refused(store: MongoStore) -> None:
+    """Real MongoDB's TTL monitor runs about once a minute: consume must check the expiry."""
+    past = datetime.now(UTC) - timedelta(seconds=5)
+    await store.db["slack_oauth_states"].drop_indexes()  # no TTL: the document stays
+    await store.db["slack_oauth_states"].insert_one({"_id": "late", "expires_at": past})
+    assert await store.db["slack_oauth_states"].count_documents({"_id": "late"}) == 1
+    assert await store.consume_state("late") is False

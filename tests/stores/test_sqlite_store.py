@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -166,3 +167,51 @@ async def test_a_database_locked_by_another_process_is_unavailable(tmp_path: Pat
     finally:
         other.close()
         await store.close()
+
+
+async def test_uninstalled_bot_tokens_are_gone_from_the_files(store: SqliteStore) -> None:
+    token, kept = "xoxb-uninstalled-team-token-5e2b", "xoxb-still-installed-token-81c0"
+    for name in ("bot", "installer", "installer:U1"):
+        await store.put_doc("-", "T1", name, {"bot_token": token, "padding": "x" * 5000})
+    await store.put_doc("-", "T2", "bot", {"bot_token": kept})
+    await store.compact()
+    assert token.encode() in file_bytes(store.path)
+
+    assert await store.delete_docs("-", "T1") == 3
+    await store.compact()
+
+    data = file_bytes(store.path)
+    assert token.encode() not in data
+    assert kept.encode() in data  # the check reads the right files
+
+
+async def test_expired_oauth_states_are_purged_on_write(store: SqliteStore) -> None:
+    await store.put_state("expired", time.time() - 1)
+    await store.put_state("live", time.time() + 600)
+    conn = sqlite3.connect(store.path)
+    try:
+        rows = conn.execute("SELECT state FROM slack_oauth_states").fetchall()
+        assert rows == [("live",)]
+
+        def plan(sql: str) -> str:
+            return " | ".join(row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + sql))
+
+        assert "USING INDEX" in plan("DELETE FROM slack_oauth_states WHERE expires_at <= 0")
+        team = plan("DELETE FROM slack_installations WHERE enterprise_id = '-' AND team_id = 'T'")
+        assert "USING" in team and "SCAN" not in team
+    finally:
+        conn.close()
+
+
+async def test_installations_survive_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "bot.db"
+    first = await SqliteStore.open(path)
+    await first.put_doc("-", "T1", "bot", {"bot_token": "xoxb-1"})
+    await first.put_state("pending", time.time() + 600)
+    await first.close()
+    second = await SqliteStore.open(path)
+    try:
+        assert await second.get_doc("-", "T1", "bot") == {"bot_token": "xoxb-1"}
+        assert await second.consume_state("pending")
+    finally:
+        await second.close()

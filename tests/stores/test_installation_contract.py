@@ -1,0 +1,192 @@
+"""Slack installation storage contract (`InstallationDocStore`), run against every backend.
+
+The same `store` fixture as the rest of the contract suite: SQLite, mongoeco, and a real
+MongoDB when TEST_MONGODB_URI is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from adapters.slack.oauth import SlackInstallationStorage
+from bot.keys import SessionKey
+from bot.stores.protocols import InstallationDocStore, Store
+from bot.stores.records import SessionState
+from tests.stores.backends import Backend
+
+TOKEN = "xoxb-1111-2222-secret-bot-token"
+
+
+def bot_doc(team: str, token: str = TOKEN, **extra: Any) -> dict[str, Any]:
+    """Shaped like slack_sdk's `Bot.__dict__`, which the adapter stores."""
+    return {
+        "app_id": "A0TEST",
+        "enterprise_id": None,
+        "team_id": team,
+        "bot_token": token,
+        "bot_id": "B1",
+        "bot_user_id": f"UB{team}",
+        "bot_scopes": ["app_mentions:read", "chat:write"],
+        "bot_token_expires_at": None,
+        "is_enterprise_install": False,
+        "installed_at": 1700000000.123456,
+        "custom_values": {"nested": {"list": [1, 2.5, "x", True, None]}},
+        **extra,
+    }
+
+
+def test_a_store_is_a_slack_installation_storage(store: Store) -> None:
+    """The core's protocol and the adapter's are structurally identical (checked by mypy: run
+    `mypy tests/stores/test_installation_contract.py`; bot/slack_main.py relies on it too)."""
+    as_adapter_storage: SlackInstallationStorage = store
+    as_core_protocol: InstallationDocStore = store
+    back_to_adapter: SlackInstallationStorage = as_core_protocol
+    assert as_adapter_storage is as_core_protocol is back_to_adapter is store
+
+
+# --- documents -------------------------------------------------------------------------------
+
+
+async def test_put_get_and_upsert(store: Store) -> None:
+    assert await store.get_doc("-", "T1", "bot") is None
+    sent = bot_doc("T1")
+    await store.put_doc("-", "T1", "bot", sent)
+    read = await store.get_doc("-", "T1", "bot")
+    assert read == sent
+
+    assert read is not None
+    read["bot_token"] = "changed by the caller"  # a copy: the stored document is untouched
+    sent["bot_token"] = "changed after put"
+    assert (await store.get_doc("-", "T1", "bot") or {})["bot_token"] == TOKEN
+
+    await store.put_doc("-", "T1", "bot", bot_doc("T1", "xoxb-new", bot_id="B2"))
+    replaced = await store.get_doc("-", "T1", "bot")
+    assert replaced is not None and (replaced["bot_token"], replaced["bot_id"]) == (
+        "xoxb-new",
+        "B2",
+    )
+    assert await store.delete_docs("-", "T1") == 1  # the upsert did not add a second document
+
+
+async def test_dash_ids_and_names_are_separate_keys(store: Store) -> None:
+    keys = [
+        ("-", "T1", "bot"),
+        ("E1", "T1", "bot"),
+        ("E1", "-", "bot"),  # an enterprise-wide install
+        ("-", "T1", "installer"),
+        ("-", "T1", "installer:U1"),
+        ("-", "T2", "bot"),
+    ]
+    for i, key in enumerate(keys):
+        await store.put_doc(*key, {"n": i})
+    for i, key in enumerate(keys):
+        assert await store.get_doc(*key) == {"n": i}
+    assert await store.get_doc("-", "-", "bot") is None
+    assert await store.get_doc("E2", "T1", "bot") is None
+
+
+async def test_delete_by_name_and_whole_team(store: Store) -> None:
+    for name in ("bot", "installer", "installer:U1", "installer:U2"):
+        await store.put_doc("-", "T1", name, bot_doc("T1"))
+    await store.put_doc("-", "T2", "bot", bot_doc("T2"))
+    await store.put_doc("E1", "T1", "bot", bot_doc("T1"))  # same team id, another enterprise
+
+    assert await store.delete_docs("-", "T1", "installer:U1") == 1
+    assert await store.delete_docs("-", "T1", "installer:U1") == 0
+    assert await store.get_doc("-", "T1", "installer:U1") is None
+    assert await store.get_doc("-", "T1", "installer:U2") is not None
+
+    assert await store.delete_docs("-", "T1") == 3
+    assert await store.delete_docs("-", "T1", None) == 0
+    for name in ("bot", "installer", "installer:U2"):
+        assert await store.get_doc("-", "T1", name) is None
+    assert await store.get_doc("-", "T2", "bot") == bot_doc("T2")
+    assert await store.get_doc("E1", "T1", "bot") == bot_doc("T1")
+    assert await store.delete_docs("-", "TNEVER") == 0
+
+
+@pytest.mark.parametrize(
+    ("enterprise_id", "team_id", "name"),
+    [("", "T1", "bot"), ("-", "", "bot"), ("-", " ", "bot"), ("-", "T1", "")],
+)
+async def test_empty_key_parts_are_refused(
+    store: Store, enterprise_id: str, team_id: str, name: str
+) -> None:
+    await store.put_doc("-", "T1", "bot", bot_doc("T1"))
+    with pytest.raises(ValueError):
+        await store.put_doc(enterprise_id, team_id, name, {})
+    with pytest.raises(ValueError):
+        await store.get_doc(enterprise_id, team_id, name)
+    with pytest.raises(ValueError):
+        await store.delete_docs(enterprise_id, team_id, name)
+    if name:  # an empty enterprise or team never means "every team"
+        with pytest.raises(ValueError):
+            await store.delete_docs(enterprise_id, team_id)
+    assert await store.get_doc("-", "T1", "bot") is not None
+
+
+async def test_old_documents_without_schema_version_are_read(backend: Backend) -> None:
+    await backend.raw_insert(
+        "slack_installations",
+        {"enterprise_id": "-", "team_id": "T9", "name": "bot", "doc": bot_doc("T9")},
+    )
+    assert await backend.store.get_doc("-", "T9", "bot") == bot_doc("T9")
+
+
+# --- OAuth states ----------------------------------------------------------------------------
+
+
+async def test_a_state_is_consumed_once(store: Store) -> None:
+    await store.put_state("state-1", time.time() + 600)
+    await store.put_state("state-2", expires_at=time.time() + 600)
+    assert await store.consume_state("state-1") is True
+    assert await store.consume_state("state-1") is False
+    assert await store.consume_state("never-issued") is False
+    assert await store.consume_state("") is False
+    assert await store.consume_state("state-2") is True
+
+
+async def test_an_expired_state_is_not_consumable(store: Store) -> None:
+    await store.put_state("stale", time.time() - 1)
+    assert await store.consume_state("stale") is False
+    await store.put_state("renewed", time.time() - 1)
+    await store.put_state("renewed", time.time() + 600)  # putting again replaces the expiry
+    assert await store.consume_state("renewed") is True
+    await store.put_state("shortened", time.time() + 600)
+    await store.put_state("shortened", time.time() - 1)
+    assert await store.consume_state("shortened") is False
+
+
+async def test_concurrent_consumers_of_one_state_get_one_true(store: Store) -> None:
+    await store.put_state("contested", time.time() + 600)
+    results = await asyncio.gather(*(store.consume_state("contested") for _ in range(10)))
+    assert sorted(results) == [False] * 9 + [True]
+
+
+async def test_bad_oauth_states_are_refused(store: Store) -> None:
+    with pytest.raises(ValueError):
+        await store.put_state("", time.time() + 600)
+    with pytest.raises(ValueError):
+        await store.put_state("s", float("inf"))
+    with pytest.raises(TypeError):
+        await store.put_state("s", "tomorrow")  # type: ignore[call-overload]
+
+
+async def test_session_state_put_state_still_works_in_every_call_form(store: Store) -> None:
+    """`put_state` is shared with SessionStateStore; both call forms keep working."""
+    session = SessionKey("slack", "T1", "C1")
+    state = SessionState(session=session.id, summary="s")
+    assert await store.put_state(session, state) is True
+    assert await store.put_state(session=session, state=state) is True
+    assert await store.put_state(state=state, session=session) is True
+    assert state.version == 3
+    await store.put_state(state="kw-only", expires_at=time.time() + 600)
+    assert await store.consume_state("kw-only")
+    with pytest.raises(TypeError):
+        await store.put_state(session, "not a SessionState")  # type: ignore[call-overload]
+    with pytest.raises(TypeError):
+        await store.put_state(session, expires_at=1.0)  # type: ignore[call-overload]
