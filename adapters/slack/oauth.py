@@ -54,10 +54,10 @@ class SlackInstallationStorage(Protocol):
     async def delete_docs(self, enterprise_id: str, team_id: str, name: str | None = None) -> int:
         """Delete the document called `name`, or every document of this team if None; a count."""
 
-    async def put_state(self, state: str, expires_at: float) -> None:
+    async def put_oauth_state(self, state: str, expires_at: float) -> None:
         """Remember an OAuth state until `expires_at` (Unix seconds)."""
 
-    async def consume_state(self, state: str) -> bool:
+    async def consume_oauth_state(self, state: str) -> bool:
         """Atomically delete the state; True only if it existed and had not expired."""
 
 
@@ -87,10 +87,10 @@ class MemoryInstallationStorage:
             del self.docs[key]
         return len(doomed)
 
-    async def put_state(self, state: str, expires_at: float) -> None:
+    async def put_oauth_state(self, state: str, expires_at: float) -> None:
         self.states[state] = expires_at
 
-    async def consume_state(self, state: str) -> bool:
+    async def consume_oauth_state(self, state: str) -> bool:
         expires_at = self.states.pop(state, None)
         return expires_at is not None and expires_at > time.time()
 
@@ -218,11 +218,11 @@ class StorageOAuthStateStore(AsyncOAuthStateStore):
 
     async def async_issue(self, *args: Any, **kwargs: Any) -> str:
         state = secrets.token_urlsafe(24)
-        await self._storage.put_state(state, time.time() + self._expiration)
+        await self._storage.put_oauth_state(state, time.time() + self._expiration)
         return state
 
     async def async_consume(self, state: str) -> bool:
-        return bool(state) and await self._storage.consume_state(state)
+        return bool(state) and await self._storage.consume_oauth_state(state)
 
 
 class InstallationAuthorize(AsyncAuthorize):

@@ -15,7 +15,7 @@ Slack installations (`slack_installations`, unique on enterprise_id + team_id + 
 tokens. They are stored as plain documents: encryption at rest is left to the database (MongoDB's
 encrypted storage engine, or Atlas / disk encryption). Nothing here logs them. OAuth states
 (`slack_oauth_states`, `_id` = the state) expire through a TTL index on `expires_at`; the TTL
-monitor is lazy (about once a minute), so `consume_state` also filters on the expiry.
+monitor is lazy (about once a minute), so `consume_oauth_state` also filters on the expiry.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any, overload
+from typing import Any
 
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReturnDocument
@@ -46,7 +46,7 @@ from bot.stores.ids import (
     new_fact_id,
     normalize_fact,
 )
-from bot.stores.protocols import StoreUnavailable, bind_put_state
+from bot.stores.protocols import StoreUnavailable, check_oauth_state
 from bot.stores.records import (
     SCHEMA_VERSION,
     Fact,
@@ -261,24 +261,7 @@ class MongoStore:
             doc = await self._states.find_one({"session": session.id})
         return None if doc is None else codec.load(SessionState, doc)
 
-    @overload
-    async def put_state(self, session: SessionKey, state: SessionState) -> bool: ...
-
-    @overload
-    async def put_state(self, state: str, expires_at: float) -> None: ...
-
-    async def put_state(self, *args: Any, **kwargs: Any) -> bool | None:
-        """Session state (optimistic, see `SessionStateStore`) or an OAuth state (see
-        `InstallationDocStore`), told apart by `bind_put_state`."""
-        bound = bind_put_state(args, kwargs)
-        if isinstance(bound[0], str):
-            oauth_state, expires_at = bound
-            await self._put_oauth_state(oauth_state, float(expires_at))
-            return None
-        session, state = bound
-        return await self._put_session_state(session, state)
-
-    async def _put_session_state(self, session: SessionKey, state: SessionState) -> bool:
+    async def put_state(self, session: SessionKey, state: SessionState) -> bool:
         if state.session != session.id:
             raise ValueError(f"state of {state.session!r} put under session {session.id!r}")
         expected = state.version
@@ -439,7 +422,8 @@ class MongoStore:
             result = await self._slack_docs.delete_many(query)
         return result.deleted_count
 
-    async def _put_oauth_state(self, state: str, expires_at: float) -> None:
+    async def put_oauth_state(self, state: str, expires_at: float) -> None:
+        check_oauth_state(state, expires_at)
         stored = {
             "expires_at": datetime.fromtimestamp(expires_at, UTC),
             "schema_version": SCHEMA_VERSION,
@@ -447,7 +431,7 @@ class MongoStore:
         with _unavailable("put_state"):
             await self._upsert(self._slack_states, {"_id": state}, stored)
 
-    async def consume_state(self, state: str) -> bool:
+    async def consume_oauth_state(self, state: str) -> bool:
         if not isinstance(state, str) or not state:
             return False
         # An expired state the TTL monitor has not reaped yet is left for it and refused here.

@@ -7,11 +7,10 @@ the cache (Redis: `bot.stores.redis_cache`, in-process: `bot.stores.memory_cache
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol, overload
+from typing import Any, Protocol
 
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.stores.records import (
@@ -133,11 +132,11 @@ class InstallationDocStore(Protocol):
     async def delete_docs(self, enterprise_id: str, team_id: str, name: str | None = None) -> int:
         """Delete the document called `name`, or every document of this team if None; a count."""
 
-    async def put_state(self, state: str, expires_at: float) -> None:
+    async def put_oauth_state(self, state: str, expires_at: float) -> None:
         """Remember an OAuth state until `expires_at` (Unix seconds); putting it again replaces
         its expiry. Expired states are purged (SQLite: on write; MongoDB: TTL index)."""
 
-    async def consume_state(self, state: str) -> bool:
+    async def consume_oauth_state(self, state: str) -> bool:
         """Atomically delete the state; True only if it existed and had not expired, so of
         concurrent consumers of one state at most one gets True."""
 
@@ -151,19 +150,7 @@ class Store(
     InstallationDocStore,
     Protocol,
 ):
-    """One durable backend implements all of the above.
-
-    `put_state` is overloaded: SessionStateStore's `put_state(session, state) -> bool` and
-    InstallationDocStore's `put_state(state, expires_at) -> None` share the name (the second is
-    fixed by the Slack adapter's protocol); implementations tell them apart with
-    `bind_put_state`.
-    """
-
-    @overload
-    async def put_state(self, session: SessionKey, state: SessionState) -> bool: ...
-
-    @overload
-    async def put_state(self, state: str, expires_at: float) -> None: ...
+    """One durable backend implements all of the above."""
 
     async def ping(self) -> bool: ...
 
@@ -173,41 +160,14 @@ class Store(
         """Make erased data unrecoverable from files (SQLite: WAL checkpoint; no-op elsewhere)."""
 
 
-def bind_put_state(
-    args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[SessionKey, SessionState] | tuple[str, float]:
-    """Which `Store.put_state` was called: (session, state) or (oauth state, expires_at).
-
-    The OAuth form is the one whose first argument (or `state=` without `session=`) is a str, or
-    that passes `expires_at=`. TypeError for arguments that fit neither form.
-    """
-    oauth = "expires_at" in kwargs or (
-        "session" not in kwargs and isinstance(args[0] if args else kwargs.get("state"), str)
-    )
-    bound = (_OAUTH_FORM if oauth else _SESSION_FORM).bind(*args, **kwargs).arguments
-    if oauth:
-        state, expires_at = bound["state"], bound["expires_at"]
-        if not isinstance(state, str):
-            raise TypeError(f"put_state: an OAuth state must be a str, got {type(state).__name__}")
-        if isinstance(expires_at, bool) or not isinstance(expires_at, int | float):
-            raise TypeError(f"put_state: expires_at must be Unix seconds, got {expires_at!r}")
-        if not state or not math.isfinite(expires_at):
-            raise ValueError("put_state: an OAuth state must be non-empty with a finite expiry")
-        return state, float(expires_at)
-    session, state = bound["session"], bound["state"]
-    if not isinstance(session, SessionKey) or not isinstance(state, SessionState):
-        raise TypeError("put_state takes (SessionKey, SessionState) or (str, expires_at)")
-    return session, state
-
-
-def _session_form(session: SessionKey, state: SessionState) -> None: ...
-
-
-def _oauth_form(state: str, expires_at: float) -> None: ...
-
-
-_SESSION_FORM = inspect.signature(_session_form)
-_OAUTH_FORM = inspect.signature(_oauth_form)
+def check_oauth_state(state: object, expires_at: object) -> None:
+    """TypeError/ValueError for an OAuth state that is not a non-empty str with a finite expiry."""
+    if not isinstance(state, str):
+        raise TypeError(f"an OAuth state must be a str, got {type(state).__name__}")
+    if isinstance(expires_at, bool) or not isinstance(expires_at, int | float):
+        raise TypeError(f"expires_at must be Unix seconds, got {expires_at!r}")
+    if not state or not math.isfinite(expires_at):
+        raise ValueError("an OAuth state must be non-empty with a finite expiry")
 
 
 class Cache(Protocol):

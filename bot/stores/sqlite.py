@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.stores import codec
@@ -28,7 +28,7 @@ from bot.stores.ids import (
     new_fact_id,
     normalize_fact,
 )
-from bot.stores.protocols import bind_put_state
+from bot.stores.protocols import check_oauth_state
 from bot.stores.records import (
     Fact,
     FactSource,
@@ -236,24 +236,7 @@ class SqliteStore:
 
         return await self._db.call(run)
 
-    @overload
-    async def put_state(self, session: SessionKey, state: SessionState) -> bool: ...
-
-    @overload
-    async def put_state(self, state: str, expires_at: float) -> None: ...
-
-    async def put_state(self, *args: Any, **kwargs: Any) -> bool | None:
-        """Session state (optimistic, see `SessionStateStore`) or an OAuth state (see
-        `InstallationDocStore`), told apart by `bind_put_state`."""
-        bound = bind_put_state(args, kwargs)
-        if isinstance(bound[0], str):
-            oauth_state, expires_at = bound
-            await self._put_oauth_state(oauth_state, float(expires_at))
-            return None
-        session, state = bound
-        return await self._put_session_state(session, state)
-
-    async def _put_session_state(self, session: SessionKey, state: SessionState) -> bool:
+    async def put_state(self, session: SessionKey, state: SessionState) -> bool:
         if state.session != session.id:
             raise ValueError(f"state of {state.session!r} put under session {session.id!r}")
         expected = state.version
@@ -505,7 +488,8 @@ class SqliteStore:
 
         return await self._db.call(run)
 
-    async def _put_oauth_state(self, state: str, expires_at: float) -> None:
+    async def put_oauth_state(self, state: str, expires_at: float) -> None:
+        check_oauth_state(state, expires_at)
         now = time.time()
 
         def run(conn: sqlite3.Connection) -> None:
@@ -519,7 +503,7 @@ class SqliteStore:
 
         await self._db.call(run)
 
-    async def consume_state(self, state: str) -> bool:
+    async def consume_oauth_state(self, state: str) -> bool:
         if not isinstance(state, str) or not state:
             return False
 

@@ -124,9 +124,9 @@ def test_oauth_without_storage_fails_clearly() -> None:
 
 async def test_state_store_expiry() -> None:
     storage = MemoryInstallationStorage()
-    await storage.put_state("old", expires_at=1.0)
-    assert await storage.consume_state("old") is False
-    assert await storage.consume_state("never") is False
+    await storage.put_oauth_state("old", expires_at=1.0)
+    assert await storage.consume_oauth_state("old") is False
+    assert await storage.consume_oauth_state("never") is False
 
 
 def test_oauth_variables_left_in_the_environment_are_refused(

@@ -13,9 +13,7 @@ from typing import Any
 import pytest
 
 from adapters.slack.oauth import SlackInstallationStorage
-from bot.keys import SessionKey
 from bot.stores.protocols import InstallationDocStore, Store
-from bot.stores.records import SessionState
 from tests.stores.backends import Backend
 
 TOKEN = "xoxb-1111-2222-secret-bot-token"
@@ -141,52 +139,36 @@ async def test_old_documents_without_schema_version_are_read(backend: Backend) -
 
 
 async def test_a_state_is_consumed_once(store: Store) -> None:
-    await store.put_state("state-1", time.time() + 600)
-    await store.put_state("state-2", expires_at=time.time() + 600)
-    assert await store.consume_state("state-1") is True
-    assert await store.consume_state("state-1") is False
-    assert await store.consume_state("never-issued") is False
-    assert await store.consume_state("") is False
-    assert await store.consume_state("state-2") is True
+    await store.put_oauth_state("state-1", time.time() + 600)
+    await store.put_oauth_state("state-2", expires_at=time.time() + 600)
+    assert await store.consume_oauth_state("state-1") is True
+    assert await store.consume_oauth_state("state-1") is False
+    assert await store.consume_oauth_state("never-issued") is False
+    assert await store.consume_oauth_state("") is False
+    assert await store.consume_oauth_state("state-2") is True
 
 
 async def test_an_expired_state_is_not_consumable(store: Store) -> None:
-    await store.put_state("stale", time.time() - 1)
-    assert await store.consume_state("stale") is False
-    await store.put_state("renewed", time.time() - 1)
-    await store.put_state("renewed", time.time() + 600)  # putting again replaces the expiry
-    assert await store.consume_state("renewed") is True
-    await store.put_state("shortened", time.time() + 600)
-    await store.put_state("shortened", time.time() - 1)
-    assert await store.consume_state("shortened") is False
+    await store.put_oauth_state("stale", time.time() - 1)
+    assert await store.consume_oauth_state("stale") is False
+    await store.put_oauth_state("renewed", time.time() - 1)
+    await store.put_oauth_state("renewed", time.time() + 600)  # putting again replaces the expiry
+    assert await store.consume_oauth_state("renewed") is True
+    await store.put_oauth_state("shortened", time.time() + 600)
+    await store.put_oauth_state("shortened", time.time() - 1)
+    assert await store.consume_oauth_state("shortened") is False
 
 
 async def test_concurrent_consumers_of_one_state_get_one_true(store: Store) -> None:
-    await store.put_state("contested", time.time() + 600)
-    results = await asyncio.gather(*(store.consume_state("contested") for _ in range(10)))
+    await store.put_oauth_state("contested", time.time() + 600)
+    results = await asyncio.gather(*(store.consume_oauth_state("contested") for _ in range(10)))
     assert sorted(results) == [False] * 9 + [True]
 
 
 async def test_bad_oauth_states_are_refused(store: Store) -> None:
     with pytest.raises(ValueError):
-        await store.put_state("", time.time() + 600)
+        await store.put_oauth_state("", time.time() + 600)
     with pytest.raises(ValueError):
-        await store.put_state("s", float("inf"))
+        await store.put_oauth_state("s", float("inf"))
     with pytest.raises(TypeError):
-        await store.put_state("s", "tomorrow")  # type: ignore[call-overload]
-
-
-async def test_session_state_put_state_still_works_in_every_call_form(store: Store) -> None:
-    """`put_state` is shared with SessionStateStore; both call forms keep working."""
-    session = SessionKey("slack", "T1", "C1")
-    state = SessionState(session=session.id, summary="s")
-    assert await store.put_state(session, state) is True
-    assert await store.put_state(session=session, state=state) is True
-    assert await store.put_state(state=state, session=session) is True
-    assert state.version == 3
-    await store.put_state(state="kw-only", expires_at=time.time() + 600)
-    assert await store.consume_state("kw-only")
-    with pytest.raises(TypeError):
-        await store.put_state(session, "not a SessionState")  # type: ignore[call-overload]
-    with pytest.raises(TypeError):
-        await store.put_state(session, expires_at=1.0)  # type: ignore[call-overload]
+        await store.put_oauth_state("s", "tomorrow")  # type: ignore[arg-type]

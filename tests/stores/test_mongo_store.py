@@ -133,7 +133,7 @@ async def test_installation_documents_carry_schema_version_and_an_expiring_state
     stored = await store.db["slack_installations"].find_one({"team_id": "T1"})
     assert stored is not None and stored["schema_version"] == 1
     assert stored["doc"] == {"bot_token": "xoxb-1"} and isinstance(stored["updated_at"], datetime)
-    await store.put_state("pending", time.time() + 600)
+    await store.put_oauth_state("pending", time.time() + 600)
     state = await store.db["slack_oauth_states"].find_one({"_id": "pending"})
     assert state is not None and isinstance(state["expires_at"], datetime)
     assert state["schema_version"] == 1
@@ -145,4 +145,4 @@ async def test_an_expired_state_not_yet_reaped_is_refused(store: MongoStore) -> 
     await store.db["slack_oauth_states"].drop_indexes()  # no TTL: the document stays
     await store.db["slack_oauth_states"].insert_one({"_id": "late", "expires_at": past})
     assert await store.db["slack_oauth_states"].count_documents({"_id": "late"}) == 1
-    assert await store.consume_state("late") is False
+    assert await store.consume_oauth_state("late") is False

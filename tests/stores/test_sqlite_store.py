@@ -186,8 +186,8 @@ async def test_uninstalled_bot_tokens_are_gone_from_the_files(store: SqliteStore
 
 
 async def test_expired_oauth_states_are_purged_on_write(store: SqliteStore) -> None:
-    await store.put_state("expired", time.time() - 1)
-    await store.put_state("live", time.time() + 600)
+    await store.put_oauth_state("expired", time.time() - 1)
+    await store.put_oauth_state("live", time.time() + 600)
     conn = sqlite3.connect(store.path)
     try:
         rows = conn.execute("SELECT state FROM slack_oauth_states").fetchall()
@@ -207,11 +207,11 @@ async def test_installations_survive_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "bot.db"
     first = await SqliteStore.open(path)
     await first.put_doc("-", "T1", "bot", {"bot_token": "xoxb-1"})
-    await first.put_state("pending", time.time() + 600)
+    await first.put_oauth_state("pending", time.time() + 600)
     await first.close()
     second = await SqliteStore.open(path)
     try:
         assert await second.get_doc("-", "T1", "bot") == {"bot_token": "xoxb-1"}
-        assert await second.consume_state("pending")
+        assert await second.consume_oauth_state("pending")
     finally:
         await second.close()
