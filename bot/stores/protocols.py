@@ -1,8 +1,8 @@
 """Store protocols. Small, async and scoped: every query takes a SessionKey, PersonKey or TeamKey.
 
 Two backends implement the durable ones (SQLite: `bot.stores.sqlite`, MongoDB:
-`bot.stores.mongo`) and pass one contract suite (`tests/stores/test_contract.py`); two implement
-the cache (Redis: `bot.stores.redis_cache`, in-process: `bot.stores.memory_cache`).
+`bot.stores.mongo`) and pass one contract suite (`tests/stores/test_store_contract.py`); two
+implement the cache (Redis: `bot.stores.redis_cache`, in-process: `bot.stores.memory_cache`).
 """
 
 from __future__ import annotations
