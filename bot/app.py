@@ -25,10 +25,10 @@ from bot.messages import IncomingMessage, ReplySink
 from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient
 from bot.stores.factory import open_cache, open_store
-from bot.stores.protocols import Cache, LockTimeout, Store
+from bot.stores.protocols import Cache, LockTimeout, Store, StoreUnavailable
 from bot.tokens import TokenCounter
 from bot.toolbox import ToolboxFactory, pack_catalog
-from bot.turn import TurnResult, TurnRunner
+from bot.turn import STORE_DOWN_REPLY, TurnResult, TurnRunner
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,14 @@ class BotApp:
         session = message.session
         try:
             async with self._session_turn(session):
-                toolbox = await self.toolboxes.for_team(session.team_key)
+                try:
+                    toolbox = await self.toolboxes.for_team(session.team_key)
+                except StoreUnavailable:
+                    log.warning(
+                        "toolbox_store_unavailable", extra={"fields": {"team": session.team}}
+                    )
+                    await sink.finish(STORE_DOWN_REPLY, error=True)
+                    return None
                 result = await self.runner.run(message, toolbox, sink)
                 record_turn(message.platform, result, set(toolbox.registry.names()))
         except LockTimeout:

@@ -22,7 +22,7 @@ from bot.memory.prompts import FINAL_ANSWER_NOTE
 from bot.memory.session import HotSession, SessionMemory
 from bot.messages import IncomingMessage, ReplySink
 from bot.model import ModelError, ModelResponse
-from bot.stores.protocols import FactStore
+from bot.stores.protocols import FactStore, StoreUnavailable
 from bot.stores.records import NewMessage
 from tools.types import ToolCallRecord, ToolCallRequest, ToolContext
 
@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 EMPTY_REPLY = "I don't have an answer to that — could you rephrase?"
 TIMEOUT_REPLY = "Sorry, that took too long and I had to stop. Please try again."
 INTERNAL_ERROR_REPLY = "Sorry, something went wrong on my side. Please try again."
+STORE_DOWN_REPLY = (
+    "Sorry, I can't reach my memory store right now, so I couldn't take this message in. "
+    "Please send it again in a minute."
+)
 
 
 class Model(Protocol):
@@ -59,7 +63,9 @@ class Toolbox(Protocol):
 class TurnResult:
     turn_id: str
     reply: str
-    outcome: str  # "answer" | "max_rounds" | "model_error" | "timeout" | "error"
+    outcome: (
+        str  # "answer" | "max_rounds" | "model_error" | "timeout" | "store_unavailable" | "error"
+    )
     rounds: int = 0
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     request_tokens: list[int] = field(default_factory=list)
@@ -93,6 +99,9 @@ class TurnRunner:
                 await self._run(msg, toolbox, sink, result)
         except TimeoutError:
             result.outcome, result.reply = "timeout", TIMEOUT_REPLY
+        except StoreUnavailable:
+            result.outcome, result.reply = "store_unavailable", STORE_DOWN_REPLY
+            log.warning("turn_store_unavailable", extra={"fields": {"turn_id": result.turn_id}})
         except ModelError as err:
             result.outcome, result.reply = "model_error", err.user_message
             log.warning(
@@ -103,7 +112,7 @@ class TurnRunner:
             log.exception("turn_failed", extra={"fields": {"turn_id": result.turn_id}})
             result.outcome, result.reply = "error", INTERNAL_ERROR_REPLY
         result.duration_ms = round((time.perf_counter() - started) * 1000, 1)
-        failed = result.outcome in {"model_error", "timeout", "error"}
+        failed = result.outcome in {"model_error", "timeout", "error", "store_unavailable"}
         try:
             await sink.finish(result.reply, error=failed)
         except Exception:
