@@ -132,6 +132,12 @@ class BotApp:
     async def handle_command(self, request: CommandRequest) -> CommandReply:
         return await self.commands.handle(request)
 
+    async def in_conversation(self, session: SessionKey) -> bool:
+        try:
+            return bool(await self.store.recent(session, limit=1))
+        except StoreUnavailable:
+            return False
+
     async def first_delivery(self, event_id: str) -> bool:
         return await self.cache.set_nx(f"event:{event_id}", ttl=24 * 3600)
 

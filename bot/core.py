@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from bot.keys import SessionKey
 from bot.messages import IncomingMessage, ReplySink
 
 
@@ -38,6 +39,10 @@ class BotCore(Protocol):
         """Run one turn (serialised per session) and drive `sink`. Never raises for bad input."""
 
     async def handle_command(self, request: CommandRequest) -> CommandReply: ...
+
+    async def in_conversation(self, session: SessionKey) -> bool:
+        """True if this place already has a stored conversation with the bot (any process), so
+        an adapter can treat a follow-up there as addressed to the bot without a mention."""
 
     async def first_delivery(self, event_id: str) -> bool:
         """True the first time an event id is seen (across processes, via the cache's SET NX)."""

@@ -34,6 +34,7 @@ from adapters.slack.ttlcache import TTLCache
 from adapters.slack.users import UserDirectory
 from bot import metrics
 from bot.core import BotCore, CommandReply, CommandRequest
+from bot.keys import SessionKey
 from bot.messages import IncomingMessage
 
 _LOG = logging.getLogger(__name__)
@@ -133,6 +134,9 @@ class SlackHandlers:
             bot_user_id=bot_user_id,
             bot_id=bot_id,
             parent_user_id=event.get("parent_user_id"),
+            known_to_core=lambda: self.core.in_conversation(
+                SessionKey(PLATFORM, route.team, route.channel, route.session_thread)
+            ),
         ):
             return
         # The same message can reach us under another event id (e.g. a second subscription).

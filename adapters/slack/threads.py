@@ -1,14 +1,17 @@
 """Which channel threads the bot takes part in (so follow-ups need no mention).
 
 Threads the bot answered in this process are remembered locally. Otherwise (another process
-answered, or this one restarted) Slack is asked once with conversations.replies and the answer
-is cached: a "yes" for long, a "no" only briefly, because the bot may be mentioned there next.
+answered, or this one restarted) the core is asked whether it holds a conversation for that
+thread (its durable store is shared by all processes, and the mention is stored before any reply
+is posted), and failing that Slack is asked once with conversations.replies. Answers are cached:
+a "yes" for long, a "no" only briefly, because the bot may be mentioned there next.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -48,6 +51,7 @@ class ThreadTracker:
         bot_user_id: str | None,
         bot_id: str | None,
         parent_user_id: str | None = None,
+        known_to_core: Callable[[], Awaitable[bool]] | None = None,
     ) -> bool:
         key = (team, channel, thread_ts)
         if bot_user_id and parent_user_id == bot_user_id:
@@ -56,6 +60,9 @@ class ThreadTracker:
         known = self._known.get(key)
         if known is not None:
             return known
+        if known_to_core is not None and await known_to_core():
+            self._known.set(key, True)
+            return True
         task = self._inflight.get(key)
         if task is None:
             task = asyncio.ensure_future(

@@ -11,6 +11,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from bot.core import CommandReply, CommandRequest
+from bot.keys import SessionKey
 from bot.messages import IncomingMessage, ReplySink
 
 
@@ -59,6 +60,9 @@ class EchoCore:
                 return CommandReply("Sorry, only workspace admins can change tools.", ok=False)
             return CommandReply(f"**{words[0]}ed** `{words[1] if len(words) > 1 else ''}`")
         return CommandReply(f"**/{request.command}** {request.text or 'show'}")
+
+    async def in_conversation(self, session: SessionKey) -> bool:
+        return any(m.session == session for m in self.messages)
 
     async def first_delivery(self, event_id: str) -> bool:
         if event_id in self.seen:

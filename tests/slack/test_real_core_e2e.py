@@ -7,6 +7,7 @@ remember something, so replies are predictable.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from tests.slack.harness import SlackHarness, new_ts
 
@@ -71,3 +72,24 @@ async def test_bare_mention_gets_the_cores_friendly_reply(slack_real: SlackHarne
     ts = await slack_real.mention("")
     [reply] = await slack_real.wait_replies("C1", thread_ts=ts)  # no working status: no model
     assert reply and not reply.startswith("ok:")
+
+
+async def test_follow_up_reaching_another_process_before_the_first_reply(
+    start_harness: Any, make_app: Any, fake_openai: Any
+) -> None:
+    """Two bot processes share one store. A mention is being answered slowly by the first; a
+    follow-up in that thread reaches the second before any bot message exists in the thread.
+    The second knows the thread from the shared store and answers without a mention."""
+    first = await start_harness(await make_app())
+    second = await start_harness(await make_app())
+    fake_openai.latency = 0.8
+    root = await first.mention("slow question", channel="CX")
+    await asyncio.sleep(0.3)
+    assert first.replies("CX", thread_ts=root) == []
+    follow = await second.channel_message("quick follow-up", channel="CX", thread_ts=root)
+    await first.wait_done(root, timeout=10)
+    await second.wait_done(follow, timeout=10)
+    assert sorted(second.replies("CX", thread_ts=root)) == [
+        "ok: quick follow-up",
+        "ok: slow question",
+    ]
