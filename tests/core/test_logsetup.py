@@ -51,3 +51,21 @@ def test_exceptions_are_rendered() -> None:
         )
     line = json.loads(JsonFormatter().format(record))
     assert "ValueError: boom" in line["exc"]
+
+
+async def test_a_turn_logs_no_message_text_or_key(
+    make_app: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.helpers import say
+
+    app = await make_app()  # type: ignore[operator]
+    secret_text = "my passport number is XK-4455-PLUM"
+    with caplog.at_level(logging.DEBUG):
+        await say(app, "please remember that " + secret_text)
+        await say(app, "and what's the weather in Lisbon?")
+    formatter = JsonFormatter()
+    lines = [formatter.format(r) for r in caplog.records]
+    assert any('"event": "turn"' in line for line in lines)
+    assert any('"event": "tool_call"' in line for line in lines)
+    joined = "\n".join(lines)
+    assert "XK-4455-PLUM" not in joined and "Lisbon" not in joined and "sk-test" not in joined
