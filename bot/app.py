@@ -23,7 +23,7 @@ from bot.memory.context import ContextBuilder
 from bot.memory.session import CompressionPolicy, SessionMemory, hot_key
 from bot.messages import IncomingMessage, ReplySink
 from bot.metered import MeteredModel, record_turn
-from bot.model import ModelClient
+from bot.model import ModelClient, ModelError
 from bot.stores.factory import open_cache, open_store
 from bot.stores.protocols import Cache, LockTimeout, Store, StoreUnavailable
 from bot.tokens import TokenCounter
@@ -199,13 +199,28 @@ class BotApp:
         task.add_done_callback(done)
 
     async def _compress(self, session: SessionKey) -> None:
+        model = MeteredModel(self.summary_model, "summary")
+
         async def summarise(messages: list[dict[str, Any]], response_format: dict[str, Any]) -> str:
-            response = await MeteredModel(self.summary_model, "summary").complete(
-                messages,
-                response_format=response_format,
-                max_tokens=self.memory.policy.summary_tokens * 2,
-            )
-            return response.content
+            # Strict JSON schema first; servers that reject it (some local OpenAI-compatible
+            # ones) get JSON mode, then a plain request; the reply is parsed leniently.
+            formats: list[dict[str, Any] | None] = [response_format, {"type": "json_object"}, None]
+            for i, fmt in enumerate(formats):
+                try:
+                    response = await model.complete(
+                        messages,
+                        response_format=fmt,
+                        max_tokens=self.memory.policy.summary_tokens * 2,
+                    )
+                    return response.content
+                except ModelError as err:
+                    if err.kind != "bad_request" or i == len(formats) - 1:
+                        raise
+                    log.info(
+                        "summary_format_rejected",
+                        extra={"fields": {"format": (fmt or {}).get("type", "none")}},
+                    )
+            raise AssertionError("unreachable")
 
         try:
             ok = await self.memory.compress(session, summarise)

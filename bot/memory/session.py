@@ -278,7 +278,14 @@ class SessionMemory:
 
     @staticmethod
     def _parse_summary(raw: str) -> tuple[str, list[str]]:
-        data = json.loads(raw)
+        """The summary JSON, also when wrapped in prose or a code fence (plain-mode servers)."""
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            start, end = raw.find("{"), raw.rfind("}")
+            if start < 0 or end <= start:
+                raise
+            data = json.loads(raw[start : end + 1])
         if not isinstance(data, dict) or not isinstance(data.get("summary"), str):
             raise ValueError("summary JSON lacks a 'summary' string")
         facts = data.get("key_facts") or []
