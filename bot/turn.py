@@ -175,13 +175,26 @@ class TurnRunner:
             built = self.builder.build(view, current, tools_tokens=tools_tokens)
             result.request_tokens.append(built.tokens)
             result.rounds = round_no
-            response = await self.model.complete(
-                built.messages,
-                tools=schemas or None,
-                tool_choice="none" if final_round and schemas else None,
-                on_delta=sink.delta,
-                max_tokens=self.builder.reply_tokens,
-            )
+            try:
+                response = await self.model.complete(
+                    built.messages,
+                    tools=schemas or None,
+                    tool_choice="none" if final_round and schemas else None,
+                    on_delta=sink.delta,
+                    max_tokens=self.builder.reply_tokens,
+                )
+            except ModelError as err:
+                if err.kind != "bad_request" or not schemas or round_no > 1:
+                    raise
+                # Some OpenAI-compatible servers/models reject function tools outright: answer
+                # without them rather than not at all (the model cannot remember or look up).
+                log.warning("model_rejected_tools", extra={"fields": {"turn_id": turn_id}})
+                schemas, tools_tokens = [], 0
+                built = self.builder.build(view, current, tools_tokens=0)
+                result.request_tokens[-1] = built.tokens
+                response = await self.model.complete(
+                    built.messages, on_delta=sink.delta, max_tokens=self.builder.reply_tokens
+                )
             if response.tool_calls and not final_round:
                 await self._tool_round(session, hot, response, toolbox, ctx, current, result)
                 continue

@@ -150,3 +150,18 @@ def _sink() -> Any:
     from bot.messages import CollectingSink
 
     return CollectingSink()
+
+
+async def test_a_server_that_rejects_tools_still_gets_an_answer(
+    make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    def brain(request: dict[str, Any]) -> Any:
+        if request.get("tools"):
+            return status(400, message="this model does not support tools")
+        return text("answered without tools")
+
+    fake_openai.brain = brain
+    app = await make_app(bot_model_retries=0)
+    sink = await say(app, "hello")
+    assert sink.final == "answered without tools" and not sink.error
+    assert "tools" not in fake_openai.requests[-1]
