@@ -165,3 +165,16 @@ async def test_a_server_that_rejects_tools_still_gets_an_answer(
     sink = await say(app, "hello")
     assert sink.final == "answered without tools" and not sink.error
     assert "tools" not in fake_openai.requests[-1]
+
+
+async def test_broken_json_from_the_model_gives_a_friendly_reply(
+    make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    from tests.fakes.openai_server import malformed_json_body
+
+    app = await make_app(bot_model_retries=0)
+    fake_openai.push(malformed_json_body(), malformed_json_body())
+    sink = await say(app, "hello")
+    assert sink.error and sink.final and "{" not in sink.final
+    fake_openai.push(text("recovered"))
+    assert (await say(app, "again")).final == "recovered"
