@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from bot.core import CommandReply, CommandRequest
 from bot.keys import PersonKey, SessionKey, TeamKey
+from bot.secrets import SecretBox
 from bot.stores.protocols import Store
 
 log = logging.getLogger(__name__)
@@ -46,11 +47,13 @@ class PackCatalog:
         describe: Callable[[str], str],
         validate: Callable[[str, dict[str, str]], dict[str, str]],
         redact: Callable[[str, dict[str, str]], dict[str, str]],
+        secret_keys: Callable[[str], frozenset[str]] = lambda _pack: frozenset(),
     ) -> None:
         self.names = names
         self.describe = describe
         self.validate = validate  # raises ValueError with a user-facing message
         self.redact = redact
+        self.secret_keys = secret_keys  # settings sealed at rest when a SecretBox is given
 
 
 class CommandHandler:
@@ -61,11 +64,13 @@ class CommandHandler:
         *,
         admins: frozenset[str],
         on_erased: Callable[[list[str]], Awaitable[None]] | None = None,
+        box: SecretBox | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
         self.admins = admins
         self.on_erased = on_erased  # drops hot caches of sessions whose data changed
+        self.box = box  # BOT_SECRET_KEY set: pack secrets are stored sealed
 
     async def handle(self, req: CommandRequest) -> CommandReply:
         words = req.text.strip().split()
@@ -196,12 +201,18 @@ class CommandHandler:
             config = self.catalog.validate(pack, raw)
         except ValueError as exc:
             return CommandReply(f"Can't install `{pack}`: {exc}", ok=False)
-        await self.store.install(team, pack, config, by=req.user)
+        await self.store.install(team, pack, self._sealed(pack, config), by=req.user)
         shown = self.catalog.redact(pack, config)
         settings = ", ".join(f"{k}={v}" for k, v in sorted(shown.items()))
         return CommandReply(
             f"Installed the `{pack}` tool pack" + (f" ({settings})." if settings else ".")
         )
+
+    def _sealed(self, pack: str, config: dict[str, str]) -> dict[str, str]:
+        if self.box is None:
+            return config
+        secret = self.catalog.secret_keys(pack)
+        return {k: self.box.seal(v) if k in secret else v for k, v in config.items()}
 
     async def _list_tools(self, team: TeamKey) -> CommandReply:
         installed = await self.store.installed(team)

@@ -12,6 +12,8 @@ from typing import Any
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.secrets import fernet_key
+
 DEFAULT_MODEL = "gpt-4o-mini"
 
 
@@ -55,12 +57,19 @@ class Settings(BaseSettings):
     geocoding_api_url: str = "https://geocoding-api.open-meteo.com/v1/search"
 
     bot_admins: str = ""
+    # Encrypts tool-pack secrets and Slack installations at rest (see bot.secrets); unset = plain.
+    bot_secret_key: SecretStr | None = None
     bot_log_level: str | None = (
         None  # default: WARNING for `bot chat` (keeps the chat readable), else INFO
     )
 
     @field_validator(
-        "openai_base_url", "mongodb_uri", "redis_url", "slack_client_id", mode="before"
+        "openai_base_url",
+        "mongodb_uri",
+        "redis_url",
+        "slack_client_id",
+        "bot_secret_key",
+        mode="before",
     )
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
@@ -87,6 +96,13 @@ class Settings(BaseSettings):
     def _redis_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must start with redis://, rediss:// or unix://")
+        return value
+
+    @field_validator("bot_secret_key")
+    @classmethod
+    def _secret_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            fernet_key(value.get_secret_value())  # ValueError names no value
         return value
 
     @property

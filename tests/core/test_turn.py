@@ -173,7 +173,7 @@ async def test_broken_json_from_the_model_gives_a_friendly_reply(
     from tests.fakes.openai_server import malformed_json_body
 
     app = await make_app(bot_model_retries=0)
-    fake_openai.push(malformed_json_body(), malformed_json_body())
+    fake_openai.push(malformed_json_body())
     sink = await say(app, "hello")
     assert sink.error and sink.final and "{" not in sink.final
     fake_openai.push(text("recovered"))
