@@ -91,7 +91,11 @@ class BotApp:
             turn_timeout=settings.bot_turn_timeout,
         )
         self.commands = CommandHandler(
-            store, pack_catalog(), admins=settings.admin_ids, on_erased=self._forget_hot
+            store,
+            pack_catalog(),
+            admins=settings.admin_ids,
+            on_erased=self._forget_hot,
+            box=self.toolboxes.box,
         )
         self._locks: dict[str, _LocalLock] = {}
         self._bg = _Background(set(), {}, {})

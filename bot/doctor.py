@@ -77,6 +77,15 @@ async def run_checks(settings: Settings) -> bool:
     what = "Redis" if settings.redis_url else "in-process cache"
     results.append(_line(ok, "cache", f"{what} {'answers' if ok else 'does not answer'}"))
 
+    if settings.bot_secret_key is not None:
+        results.append(_line(True, "secrets", "encrypted at rest (BOT_SECRET_KEY set)"))
+    else:
+        print(
+            "info secrets: stored unencrypted "
+            "(set BOT_SECRET_KEY to encrypt tool and Slack tokens at rest)",
+            flush=True,
+        )
+
     for name, present in (
         ("slack", settings.slack_bot_token is not None or settings.slack_client_id is not None),
         ("discord", settings.discord_token is not None),

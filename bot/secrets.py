@@ -2,10 +2,11 @@
 
 `BOT_SECRET_KEY` is either a Fernet key (urlsafe base64 of 32 bytes, e.g. from
 `Fernet.generate_key()`) or any passphrase of at least 16 characters, from which the Fernet key is
-derived with HKDF-SHA256 (no salt, info `HKDF_INFO`; fixed, so one passphrase always gives the
-same key). Sealed values are `"enc:v1:<fernet token>"` (AES-128-CBC + HMAC-SHA256); any other
-value is returned unchanged by `open`, so data stored before a key was set keeps working.
-Neither the key nor a plain value ever appears in an error message.
+derived with HKDF-SHA256 (no salt, info `HKDF_INFO`, 32 bytes; fixed, so one passphrase always
+gives the same key; surrounding whitespace is ignored). Sealed values are
+`"enc:v1:<fernet token>"` (AES-128-CBC + HMAC-SHA256); any other value is returned unchanged by
+`open`, so data stored before a key was set keeps working. Neither the key nor a plain value ever
+appears in an error message.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The tools offered in one turn: the built-in `remember` plus the packs installed in the team.
 
 Built per turn from the team's install records (one indexed query) so an install or removal in
-any process takes effect on the next message; a pack whose stored settings no longer validate is
-skipped with a warning instead of breaking the turn.
+any process takes effect on the next message; a pack whose stored settings no longer validate, or
+whose sealed secrets cannot be opened (BOT_SECRET_KEY unset or changed), is skipped with a warning
+instead of breaking the turn.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from bot.commands import PackCatalog
 from bot.config import Settings
 from bot.keys import SessionKey, TeamKey
 from bot.memory.remember import remember
+from bot.secrets import SecretBox, SecretsUnavailable, open_value
 from bot.stores.protocols import Cache, Store
 from bot.stores.records import ToolCallLog
 from tools.executor import ExecutorConfig, ToolExecutor
@@ -50,6 +52,7 @@ class ToolboxFactory:
         config: ExecutorConfig | None = None,
     ) -> None:
         self.store = store
+        self.box = SecretBox.from_settings(settings)  # None: secrets are stored in plain text
         self.http = httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=5.0))
         self.env = PackEnv(
             http=self.http,
@@ -66,7 +69,15 @@ class ToolboxFactory:
             if pack is None:
                 continue
             try:
-                tools.extend(pack.build(install.config, self.env))
+                config = {k: open_value(self.box, v) for k, v in install.config.items()}
+            except SecretsUnavailable as exc:
+                log.warning(
+                    "pack_secret_unavailable",
+                    extra={"fields": {"team": team.id, "pack": install.pack, "error": str(exc)}},
+                )
+                continue
+            try:
+                tools.extend(pack.build(config, self.env))
             except PackConfigError as exc:
                 log.warning(
                     "pack_config_invalid",
@@ -113,4 +124,5 @@ def pack_catalog() -> PackCatalog:
         describe=lambda name: PACKS[name].description if name in PACKS else "(unknown pack)",
         validate=_validate,
         redact=lambda name, cfg: PACKS[name].redacted(cfg) if name in PACKS else {},
+        secret_keys=lambda name: PACKS[name].secret_keys if name in PACKS else frozenset(),
     )
