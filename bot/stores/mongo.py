@@ -12,8 +12,8 @@ proof it is stored and is ignored; so a retry never stores a message twice. A fa
 the reservation and the insert leaves a gap in the seqs, never a duplicate or a reorder.
 
 Slack installations (`slack_installations`, unique on enterprise_id + team_id + name) hold bot
-tokens. They are stored as plain documents: encryption at rest is left to the database (MongoDB's
-encrypted storage engine, or Atlas / disk encryption). Nothing here logs them. OAuth states
+tokens. They are stored as given: sealed (Fernet) by `bot.sealed_installations` when
+BOT_SECRET_KEY is set, plain documents otherwise. Nothing here logs them. OAuth states
 (`slack_oauth_states`, `_id` = the state) expire through a TTL index on `expires_at`; the TTL
 monitor is lazy (about once a minute), so `consume_oauth_state` also filters on the expiry.
 """

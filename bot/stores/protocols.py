@@ -117,8 +117,8 @@ class InstallationDocStore(Protocol):
     Structurally identical to `adapters.slack.oauth.SlackInstallationStorage` (the core does not
     import adapters), so a `Store` is what the Slack adapter gets as its installation storage.
     An absent enterprise or team id is passed as "-"; an empty id or name is a ValueError.
-    Documents hold bot tokens: never log them. They are stored as plain JSON: encryption at rest
-    is left to the database (MongoDB encrypted storage engine, or disk/volume encryption).
+    Documents hold bot tokens: never log them. The store keeps what it is given; with
+    BOT_SECRET_KEY set, `bot.sealed_installations` hands it documents already encrypted.
     """
 
     async def get_doc(self, enterprise_id: str, team_id: str, name: str) -> dict[str, Any] | None:

@@ -4,9 +4,9 @@ Records are stored as JSON documents (with `schema_version`) next to the few col
 queries filter and sort on. `secure_delete` zeroes erased rows in place, and `compact()`
 truncates the WAL, so `/memory forget all` leaves no readable copy in the files.
 
-Slack installations (`slack_installations`) hold bot tokens. They are stored as plain JSON:
-encryption at rest is left to the disk (an encrypted volume or filesystem under BOT_DATA_DIR);
-the data directory is created 0700. Nothing here logs them, and an uninstall followed by
+Slack installations (`slack_installations`) hold bot tokens. They are stored as given: sealed
+(Fernet) by `bot.sealed_installations` when BOT_SECRET_KEY is set, plain JSON otherwise; the data
+directory is created 0700. Nothing here logs them, and an uninstall followed by
 `compact()` leaves no copy of the tokens in the files.
 """
 
