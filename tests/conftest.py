@@ -36,8 +36,16 @@ async def fake_openai() -> AsyncIterator[FakeOpenAI]:
 
 
 @pytest.fixture
-async def make_app(tmp_path: Any, fake_openai: FakeOpenAI) -> AsyncIterator[MakeApp]:
-    """Build a real BotApp (SQLite in tmp_path, in-process cache unless given) on FakeOpenAI."""
+async def make_app(
+    tmp_path: Any, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[MakeApp]:
+    """Build a real BotApp (SQLite in tmp_path, in-process cache unless given) on FakeOpenAI.
+
+    The bot's own environment variables are cleared first, so a developer's MONGODB_URI or
+    REDIS_URL never silently changes what a test runs against (overrides name them explicitly).
+    """
+    for name in Settings.model_fields:
+        monkeypatch.delenv(name.upper(), raising=False)
     apps: list[BotApp] = []
 
     async def build(
