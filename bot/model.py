@@ -22,6 +22,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from tools.types import ToolCallRequest
 
@@ -243,9 +244,27 @@ class ModelClient:
 
     # -- requests -------------------------------------------------------------------------
 
+    async def _create(self, params: dict[str, Any], *, stream: bool) -> Any:
+        """POST /chat/completions through the SDK's generic request method.
+
+        `chat.completions.create` first walks the whole request through the SDK's TypedDict
+        transformer (aliases, dates, files), which measured ~3 ms of CPU per request here, 40 % of
+        a turn, growing with the history sent. Our bodies are plain JSON already, so we hand them
+        to `client.post` (the SDK's documented way to make custom requests): the same transport,
+        auth, retries with backoff and Retry-After, error types and SSE parsing.
+        """
+        body = {**params, "stream": True} if stream else params
+        return await self._client.post(
+            "/chat/completions",
+            body=body,
+            cast_to=ChatCompletion,
+            stream=stream,
+            stream_cls=openai.AsyncStream[ChatCompletionChunk],
+        )
+
     async def _plain(self, params: dict[str, Any]) -> ModelResponse:
         try:
-            raw: Any = await self._client.chat.completions.create(**params)
+            raw: Any = await self._create(params, stream=False)
         except Exception as exc:
             raise self._to_error(exc) from None
         return self._parse_completion(raw)
@@ -281,16 +300,16 @@ class ModelClient:
 
     async def _open_stream(self, params: dict[str, Any]) -> Any:
         """Open the SSE stream, asking for usage, and retry once without if that is refused."""
-        create = self._client.chat.completions.create
         if self._stream_usage:
             try:
-                return await create(**params, stream=True, stream_options={"include_usage": True})
+                with_usage = {**params, "stream_options": {"include_usage": True}}
+                return await self._create(with_usage, stream=True)
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
                 if "stream_options" not in str(exc):
                     raise
                 log.info("stream_options rejected by %s; streaming without usage", self.endpoint)
                 self._stream_usage = False
-        return await create(**params, stream=True)
+        return await self._create(params, stream=True)
 
     def _parse_completion(self, raw: Any) -> ModelResponse:
         """Turn a non-streamed completion into a ModelResponse, or say the body is unusable."""
