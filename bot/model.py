@@ -22,7 +22,6 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from tools.types import ToolCallRequest
 
@@ -251,15 +250,16 @@ class ModelClient:
         transformer (aliases, dates, files), which measured ~3 ms of CPU per request here, 40 % of
         a turn, growing with the history sent. Our bodies are plain JSON already, so we hand them
         to `client.post` (the SDK's documented way to make custom requests): the same transport,
-        auth, retries with backoff and Retry-After, error types and SSE parsing.
+        auth, retries with backoff and Retry-After, error types and SSE parsing. Answers come
+        back as raw JSON (`cast_to=object`), read leniently by `_get`.
         """
         body = {**params, "stream": True} if stream else params
         return await self._client.post(
             "/chat/completions",
             body=body,
-            cast_to=ChatCompletion,
+            cast_to=object,  # raw JSON: building SDK models per chunk cost ~2 ms per turn too
             stream=stream,
-            stream_cls=openai.AsyncStream[ChatCompletionChunk],
+            stream_cls=openai.AsyncStream[object],
         )
 
     async def _plain(self, params: dict[str, Any]) -> ModelResponse:
@@ -313,32 +313,32 @@ class ModelClient:
 
     def _parse_completion(self, raw: Any) -> ModelResponse:
         """Turn a non-streamed completion into a ModelResponse, or say the body is unusable."""
-        choices = getattr(raw, "choices", None)
+        choices = _get(raw, "choices", None)
         if isinstance(raw, str) or not choices:
             raise ModelError("bad_response", "completion had no choices (or was not JSON)")
         choice = choices[0]
-        message = getattr(choice, "message", None)
+        message = _get(choice, "message", None)
         if message is None:
             raise ModelError("bad_response", "completion choice had no message")
-        content = getattr(message, "content", None) or getattr(message, "refusal", None) or ""
+        content = _get(message, "content", None) or _get(message, "refusal", None) or ""
         calls: list[ToolCallRequest] = []
-        for call in getattr(message, "tool_calls", None) or []:
-            function = getattr(call, "function", None)
+        for call in _get(message, "tool_calls", None) or []:
+            function = _get(call, "function", None)
             if function is None:  # a non-function ("custom") tool call: not something we offer
                 continue
             calls.append(
                 ToolCallRequest(
-                    id=getattr(call, "id", None) or _new_call_id(),
-                    name=getattr(function, "name", None) or "",
-                    arguments=_as_text(getattr(function, "arguments", None)),
+                    id=_get(call, "id", None) or _new_call_id(),
+                    name=_get(function, "name", None) or "",
+                    arguments=_as_text(_get(function, "arguments", None)),
                 )
             )
         return ModelResponse(
             content=content if isinstance(content, str) else str(content),
             tool_calls=calls,
-            finish_reason=getattr(choice, "finish_reason", None),
-            usage=_usage(getattr(raw, "usage", None)),
-            model=getattr(raw, "model", None) or self.model,
+            finish_reason=_get(choice, "finish_reason", None),
+            usage=_usage(_get(raw, "usage", None)),
+            model=_get(raw, "model", None) or self.model,
         )
 
     # -- errors, logs, usage --------------------------------------------------------------
@@ -434,30 +434,33 @@ class _StreamAccumulator:
     def add(self, chunk: Any) -> str:
         """Take one chunk in; return its text delta (possibly empty)."""
         self.chunks += 1
-        if self.model is None and getattr(chunk, "model", None):
-            self.model = chunk.model
-        if getattr(chunk, "usage", None) is not None:
-            self.usage = _usage(chunk.usage) or self.usage
-        choices = getattr(chunk, "choices", None) or []
+        model = _get(chunk, "model", None)
+        if self.model is None and model:
+            self.model = model
+        usage = _get(chunk, "usage", None)
+        if usage is not None:
+            self.usage = _usage(usage) or self.usage
+        choices = _get(chunk, "choices", None) or []
         if not choices:
             return ""
         choice = choices[0]
-        if getattr(choice, "finish_reason", None):
-            self.finish_reason = choice.finish_reason
-        delta = getattr(choice, "delta", None)
+        finish_reason = _get(choice, "finish_reason", None)
+        if finish_reason:
+            self.finish_reason = finish_reason
+        delta = _get(choice, "delta", None)
         if delta is None:
             return ""
-        for fragment in getattr(delta, "tool_calls", None) or []:
+        for fragment in _get(delta, "tool_calls", None) or []:
             self._add_call_fragment(fragment)
-        text = getattr(delta, "content", None) or getattr(delta, "refusal", None) or ""
+        text = _get(delta, "content", None) or _get(delta, "refusal", None) or ""
         if text:
             self.text.append(text)
         return text if isinstance(text, str) else ""
 
     def _add_call_fragment(self, fragment: Any) -> None:
-        index = getattr(fragment, "index", None)
-        call_id = getattr(fragment, "id", None)
-        function = getattr(fragment, "function", None)
+        index = _get(fragment, "index", None)
+        call_id = _get(fragment, "id", None)
+        function = _get(fragment, "function", None)
         slot: int | None = None
         if isinstance(index, int) and index in self.by_index:
             slot = self.by_index[index]
@@ -475,10 +478,10 @@ class _StreamAccumulator:
         if call_id and not call["id"]:
             call["id"] = call_id
         if function is not None:
-            name = getattr(function, "name", None)
+            name = _get(function, "name", None)
             if name and name != call["name"]:  # OpenAI sends the name once; tolerate repeats
                 call["name"] = call["name"] + name if call["name"] else name
-            args = getattr(function, "arguments", None)
+            args = _get(function, "arguments", None)
             if args:
                 call["args"].append(_as_text(args))
 
@@ -501,14 +504,21 @@ def _usage(raw: Any) -> Usage | None:
     """Read a usage object leniently (compatible servers omit fields or send nulls)."""
     if raw is None:
         return None
-    prompt = getattr(raw, "prompt_tokens", None)
-    completion = getattr(raw, "completion_tokens", None)
+    prompt = _get(raw, "prompt_tokens", None)
+    completion = _get(raw, "completion_tokens", None)
     if not isinstance(prompt, int) and not isinstance(completion, int):
         return None
     p = prompt if isinstance(prompt, int) else 0
     c = completion if isinstance(completion, int) else 0
-    total = getattr(raw, "total_tokens", None)
+    total = _get(raw, "total_tokens", None)
     return Usage(p, c, total if isinstance(total, int) else p + c)
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    """A field of a raw JSON object (dict) or of an SDK model, leniently."""
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
 
 
 def _as_text(value: Any) -> str:
