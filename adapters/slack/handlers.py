@@ -8,6 +8,7 @@ Listeners run after Bolt has acked (events) or ack themselves within the 3-secon
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -40,6 +41,7 @@ from bot.messages import IncomingMessage
 _LOG = logging.getLogger(__name__)
 PLATFORM = "slack"
 APOLOGY = "Sorry, something went wrong while answering. Please try again."
+SHUTDOWN_APOLOGY = "Sorry, I was restarting and had to stop before answering. Please ask again."
 COMMAND_FAILED = "Sorry, that command failed. Please try again."
 COMMANDS = ("memory", "tools")
 
@@ -199,6 +201,16 @@ class SlackHandlers:
     async def _run_turn(self, message: IncomingMessage, sink: SlackReplySink) -> None:
         try:
             await self.core.handle_message(message, sink)
+        except asyncio.CancelledError:
+            # Shutdown ran out of grace: Slack will not redeliver an acked event, so say so and
+            # clear the working reaction/status before letting the cancellation through.
+            if not sink.finished:
+                emit(_LOG, "slack_turn_cancelled", logging.WARNING, channel=message.channel)
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.wait_for(
+                        asyncio.shield(sink.finish(SHUTDOWN_APOLOGY, error=True)), timeout=3.0
+                    )
+            raise
         except Exception as exc:
             metrics.ERRORS.labels(PLATFORM, "turn_failed").inc()
             emit(

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import re
 
-_FENCE = re.compile(r"^\s*(```|~~~)")
+# An opening/closing fence line: three or more backticks or tildes and an optional info string
+# (no backtick in it, so "```npm install```" on one line is inline code, not a fence).
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})[^`]*$")
+_ONE_LINE_FENCE = re.compile(r"^\s*(`{3,})([^`].*?)\1\s*$")
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 _RULE = re.compile(r"^\s{0,3}([-*_])(\s*\1){2,}\s*$")
 _BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
@@ -19,9 +22,13 @@ _TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 
 # Slack's own tokens the model may echo back: keep them verbatim.
 _SLACK_TOKEN = re.compile(r"<(?:[@#!][^<>\s]+|(?:https?|mailto|tel):[^<>\s|]+(?:\|[^<>]*)?)>")
-_IMAGE = re.compile(r"!\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
-_LINK = re.compile(r"\[([^\]]+)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
-_BARE_URL = re.compile(r"(?<![<|(])\bhttps?://[^\s<>()]+[^\s<>().,;:!?'\"]")
+# URLs may hold one level of balanced parentheses (Wikipedia: .../Python_(programming_language)).
+_URL_PART = r"(?:[^()\s>]|\([^()\s>]*\))+"
+_IMAGE = re.compile(r"!\[([^\]]*)\]\(\s*<?(" + _URL_PART + r")>?(?:\s+\"[^\"]*\")?\s*\)")
+_LINK = re.compile(r"\[([^\]]+)\]\(\s*<?(" + _URL_PART + r")>?(?:\s+\"[^\"]*\")?\s*\)")
+_BARE_URL = re.compile(
+    r"(?<![<|(])\bhttps?://(?:[^\s<>()]|\([^\s<>()]*\))+(?:[^\s<>().,;:!?'\"]|\([^\s<>()]*\))"
+)
 _BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _ITALIC_STAR = re.compile(r"(?<![*\w])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![*\w])")
 _STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
@@ -100,16 +107,32 @@ def markdown_to_mrkdwn(markdown: str) -> str:
     """Convert CommonMark-ish model output to Slack mrkdwn, leaving code blocks intact."""
     out: list[str] = []
     lines = markdown.replace("\r\n", "\n").split("\n")
-    in_code = False
+    fence: str | None = None  # the opening fence while inside a code block
     i = 0
     while i < len(lines):
         line = lines[i]
-        if _FENCE.match(line):
-            in_code = not in_code
-            out.append("```")
+        if fence is None and (one := _ONE_LINE_FENCE.match(line)):
+            out.extend(["```", escape(one.group(2).strip()), "```"])
             i += 1
             continue
-        if in_code:
+        if m := _FENCE.match(line):
+            marker = m.group(1)
+            if fence is None:
+                fence = marker
+                out.append("```")
+                i += 1
+                continue
+            # Only a fence of the same character, at least as long, and bare closes the block.
+            if (
+                marker[0] == fence[0]
+                and len(marker) >= len(fence)
+                and not line.strip()[len(marker) :]
+            ):
+                fence = None
+                out.append("```")
+                i += 1
+                continue
+        if fence is not None:
             out.append(escape(line))
             i += 1
             continue
@@ -122,7 +145,7 @@ def markdown_to_mrkdwn(markdown: str) -> str:
             continue
         out.append(_block_line(line))
         i += 1
-    if in_code:
+    if fence is not None:
         out.append("```")
     return "\n".join(out).strip("\n")
 
