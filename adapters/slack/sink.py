@@ -294,15 +294,21 @@ class SlackReplySink:
             await self._post_new(final, long)
 
     async def _replace(self, ts: str, final: str, long: bool) -> None:
-        """Turn an existing (streamed or previewed) message into the final answer."""
+        """Turn an existing (streamed or previewed) message into the final answer.
+
+        `blocks=[]`: chat.update keeps a message's existing blocks unless told to drop them, and
+        a streamed message is stored as blocks, so a text-only update would leave it unchanged.
+        """
         if long:
             await self._client.chat_update(
-                channel=self._target.channel, ts=ts, text=self._long_note(final)
+                channel=self._target.channel, ts=ts, text=self._long_note(final), blocks=[]
             )
             await self._upload(final)
             return
         parts = split_message(markdown_to_mrkdwn(final), self._config.message_limit)
-        await self._client.chat_update(channel=self._target.channel, ts=ts, text=parts[0])
+        await self._client.chat_update(
+            channel=self._target.channel, ts=ts, text=parts[0], blocks=[]
+        )
         for part in parts[1:]:
             await self._post(part)
 

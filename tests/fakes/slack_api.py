@@ -47,15 +47,44 @@ class Call:
 
 @dataclass
 class Message:
+    """A stored message. `text` is what people see: like Slack, a message that has blocks
+    (streamed ones do) shows its blocks, and chat.update with text alone keeps them."""
+
     ts: str
     channel: str
     thread_ts: str | None
-    text: str
+    body: str  # the `text` field (the notification fallback when blocks exist)
     user: str | None = None
     bot_id: str | None = None
     streamed: bool = False
     stream_open: bool = False
     updates: int = 0
+    blocks_text: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.blocks_text if self.blocks_text is not None else self.body
+
+    @text.setter
+    def text(self, value: str) -> None:
+        if self.blocks_text is not None:
+            self.blocks_text = value
+        else:
+            self.body = value
+
+
+def _blocks_text(blocks: list[Any]) -> str:
+    """The visible text of simple blocks (section/markdown/rich text), enough for tests."""
+    parts: list[str] = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        text = block.get("text")
+        if isinstance(text, dict):
+            text = text.get("text")
+        if isinstance(text, str):
+            parts.append(text)
+    return "\n".join(parts)
 
 
 @dataclass
@@ -380,7 +409,10 @@ class FakeSlack:
         text = str(args.get("text") or "")
         if len(text) > 40000:
             return {"ok": False, "error": "msg_too_long"}
-        msg.text = text
+        msg.body = text
+        if "blocks" in args:  # blocks=[] drops them; otherwise Slack keeps showing the old ones
+            blocks = args.get("blocks") or []
+            msg.blocks_text = _blocks_text(blocks) if blocks else None
         msg.updates += 1
         return {"ok": True, "channel": msg.channel, "ts": msg.ts, "text": text}
 
@@ -410,6 +442,7 @@ class FakeSlack:
         if len(text) > 12000:
             return {"ok": False, "error": "msg_too_long"}
         msg = self._new_message(args, who, text, streamed=True, stream_open=True)
+        msg.blocks_text = text  # a streamed message is rendered from (markdown) blocks
         return {"ok": True, "channel": msg.channel, "ts": msg.ts}
 
     def _open_stream(self, args: dict[str, Any]) -> Message | None:
