@@ -15,6 +15,7 @@ from typing import Annotated
 from pydantic import Field
 
 from bot.keys import PersonKey, SessionKey
+from bot.stores.ids import normalize_fact
 from bot.stores.protocols import FactStore
 from tools.declare import Injected, tool
 from tools.errors import ToolBusinessError
@@ -40,7 +41,7 @@ async def remember(
     facts: Injected[FactStore],
 ) -> dict[str, object]:
     text = " ".join(fact.split())
-    if not text:
+    if not normalize_fact(text):
         raise ToolBusinessError("the fact is empty: say what to remember")
     if len(text) > MAX_FACT_CHARS:
         raise ToolBusinessError(f"the fact is too long (over {MAX_FACT_CHARS} characters)")

@@ -533,7 +533,7 @@ class SqliteStore:
         """Return freed pages and empty the WAL, so erased rows survive in neither file."""
 
         def run(conn: sqlite3.Connection) -> None:
-            conn.execute("PRAGMA incremental_vacuum")
+            conn.execute("PRAGMA incremental_vacuum").fetchall()  # each row frees a page
             row = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             if row is not None and row[0] != 0:
                 raise sqlite3.OperationalError(f"WAL checkpoint blocked by a reader: {row}")

@@ -86,3 +86,17 @@ async def test_remember_again_after_forget_all_stores_again(make_app: Any) -> No
     await say(app, "please remember that I like green tea")
     shown = await app.handle_command(cmd("memory", "show"))
     assert "I like green tea" in shown.text
+
+
+async def test_remember_of_only_punctuation_is_a_business_error(
+    make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    from tests.fakes.openai_server import text, tool_calls
+
+    app = await make_app()
+    fake_openai.push(tool_calls([("remember", {"fact": "..."})]), text("ok"))
+    await say(app, "remember this")
+    result = json.loads(
+        next(m for m in fake_openai.requests[-1]["messages"] if m["role"] == "tool")["content"]
+    )
+    assert result["error"]["type"] == "business_error"

@@ -203,3 +203,18 @@ def test_summary_tolerates_sparse_orders(orders_data: dict[str, Any]) -> None:
     for order in orders_data.values():  # every real order summarises and stays small
         summary = summarize_order(order, include_logistics=True)
         assert summary["order_id"] == order["order_id"] and len(json.dumps(summary)) < 4000
+
+
+async def test_dot_ids_stay_inside_the_orders_path(
+    make_executor: MakeExecutor,
+    ctx: ToolContext,
+    http: httpx.AsyncClient,
+    orders_data: dict[str, Any],
+    orders_server: Any,
+) -> None:
+    """'.' or '..' must not be resolved as path segments (they would reach other URLs)."""
+    async with orders_server(orders_data, None) as srv, installed(http, f"url={srv.url}") as reg:
+        for dots in (".", ".."):
+            rec, _ = await lookup(make_executor(), ctx, reg, {"order_id": dots})
+            assert rec.outcome == "business_error"
+    assert srv.raw_paths == ["/orders/%2E", "/orders/%23%2E", "/orders/%2E%2E", "/orders/%23%2E%2E"]

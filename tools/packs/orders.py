@@ -63,7 +63,9 @@ class OrdersClient:
         headers = {"Accept": "application/json"}
         if self.token is not None:
             headers["Authorization"] = f"Bearer {self.token.get_secret_value()}"
-        url = f"{self.base_url}/orders/{quote(order_id, safe='')}"
+        # Dots are encoded too: an id of "." or ".." would otherwise be resolved as a path
+        # segment by the HTTP client and reach another URL of the service, with the token.
+        url = f"{self.base_url}/orders/{quote(order_id, safe='').replace('.', '%2E')}"
         resp = await self.http.get(url, headers=headers)
         status = resp.status_code
         if status == 404:
