@@ -148,7 +148,9 @@ class ContextBuilder:
     def _fit_current(
         self, current: list[dict[str, Any]], cap: int, notes: list[str]
     ) -> list[dict[str, Any]]:
-        """Shrink tool results (largest first), then the user's text, until the turn fits."""
+        """Make this turn fit: shrink tool results (largest first), then the model's own tool-call
+        arguments, then drop the oldest tool rounds of the turn (a call stays with its results),
+        and last cut the user's text."""
         count = self.counter.message
         total = sum(count(m) for m in current)
         if total <= cap:
@@ -170,6 +172,20 @@ class ContextBuilder:
             )
             total = total - size + count(out[i])
             notes.append("tool result trimmed to fit")
+        if total > cap:
+            total = self._shrink_call_arguments(out, total, cap, notes)
+        while total > cap:
+            start = next((i for i, m in enumerate(out) if m.get("tool_calls")), None)
+            if start is None:
+                break
+            end = start + 1
+            while end < len(out) and out[end]["role"] == "tool":
+                end += 1
+            if not any(m.get("tool_calls") for m in out[end:]):
+                break  # keep the latest round: the model needs its results to answer
+            total -= sum(count(m) for m in out[start:end])
+            del out[start:end]
+            notes.append("earlier tool round of this turn dropped to fit")
         for i, m in enumerate(out):
             if total <= cap:
                 break
@@ -182,3 +198,26 @@ class ContextBuilder:
                 total = total - size + count(out[i])
                 notes.append("user message cut to fit")
         return out
+
+    def _shrink_call_arguments(
+        self, out: list[dict[str, Any]], total: int, cap: int, notes: list[str]
+    ) -> int:
+        """Cut oversized arguments of the model's own tool calls (kept as a marked string)."""
+        count = self.counter.message
+        for i, m in enumerate(out):
+            if total <= cap or not m.get("tool_calls"):
+                continue
+            size = count(m)
+            calls = []
+            for call in m["tool_calls"]:
+                args = str(call.get("function", {}).get("arguments", ""))
+                if self.counter.count(args) > MIN_TOOL_CONTENT_TOKENS:
+                    args = (
+                        self.counter.truncate(args, MIN_TOOL_CONTENT_TOKENS)
+                        + " …[arguments trimmed to fit the context]"
+                    )
+                    notes.append("tool call arguments trimmed to fit")
+                calls.append({**call, "function": {**call.get("function", {}), "arguments": args}})
+            out[i] = {**m, "tool_calls": calls}
+            total = total - size + count(out[i])
+        return total

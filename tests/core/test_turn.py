@@ -178,3 +178,15 @@ async def test_broken_json_from_the_model_gives_a_friendly_reply(
     assert sink.error and sink.final and "{" not in sink.final
     fake_openai.push(text("recovered"))
     assert (await say(app, "again")).final == "recovered"
+
+
+async def test_huge_tool_call_arguments_do_not_break_the_budget(
+    make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    app = await make_app(bot_context_tokens=3000)
+    huge = json.dumps({"fact": "peanut " * 6000})
+    fake_openai.push(tool_calls([("remember", huge)]), tool_calls([("remember", huge)]), text("ok"))
+    sink = await say(app, "remember all of this")
+    assert sink.final == "ok"
+    sizes = [_request_tokens(app, r) for r in fake_openai.requests]
+    assert max(sizes) <= 3000, sizes
