@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from bot.keys import SessionKey
 from bot.memory.context import ContextBuilder, MemoryView
 from bot.memory.prompts import FINAL_ANSWER_NOTE
+from bot.memory.render import PRIVATE_TOOLS
 from bot.memory.session import HotSession, SessionMemory
 from bot.messages import IncomingMessage, ReplySink
 from bot.model import ModelError, ModelResponse
@@ -199,10 +200,19 @@ class TurnRunner:
                 await self._tool_round(session, hot, response, toolbox, ctx, current, result)
                 continue
             reply = response.content.strip() or EMPTY_REPLY
+            private = any(r.name in PRIVATE_TOOLS for r in result.tool_calls)
             await self.memory.append(
                 session,
                 hot,
-                [NewMessage(role="assistant", content=reply, speaker=person.id, turn_id=turn_id)],
+                [
+                    NewMessage(
+                        role="assistant",
+                        content=reply,
+                        speaker=person.id,
+                        turn_id=turn_id,
+                        meta={"private": True} if private else {},
+                    )
+                ],
             )
             result.reply = reply
             result.outcome = "max_rounds" if final_round else "answer"

@@ -99,7 +99,8 @@ class ContextBuilder:
         groups = [
             g
             for g in group_turns(list(view.history))
-            if g[0].speaker == view.speaker or not is_private_turn(g)
+            if g[0].speaker == view.speaker
+            or (not is_private_turn(g) and g[0].role == "user")  # another's cut-off turn: out
         ]
         kept: list[list[dict[str, Any]]] = []
         kept_count = 0

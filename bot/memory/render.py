@@ -35,14 +35,18 @@ def is_private_turn(group: Sequence[StoredMessage]) -> bool:
     """A turn where someone asked the bot to remember something about themselves.
 
     Such a turn is personal: it is shown in context to its own speaker only and never folded into
-    a shared summary (the fact itself lives in that person's fact store).
+    a shared summary (the fact itself lives in that person's fact store). Every part of it says
+    so (the call, its result by tool name, the reply by `meta["private"]`), so a turn whose start
+    was cut off (a bounded history window) is still recognised.
     """
-    return any(
-        str(call.get("function", {}).get("name")) in PRIVATE_TOOLS
-        for m in group
-        if m.role == "assistant"
-        for call in m.tool_calls or ()
-    )
+    for m in group:
+        if m.meta.get("private") or (m.role == "tool" and m.name in PRIVATE_TOOLS):
+            return True
+        if m.role == "assistant":
+            for call in m.tool_calls or ():
+                if str(call.get("function", {}).get("name")) in PRIVATE_TOOLS:
+                    return True
+    return False
 
 
 def _shrink(value: Any, depth: int = 0) -> Any:

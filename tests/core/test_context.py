@@ -182,3 +182,23 @@ def test_reported_tokens_match_a_full_recount() -> None:
         tools_tokens=0,
     )
     assert built.tokens == COUNTER.messages(built.messages)
+
+
+def test_a_cut_off_private_turn_of_someone_else_stays_out() -> None:
+    alice = tool_turn(
+        1,
+        "a",
+        tool="remember",
+        result='{"ok":true,"data":{"fact":"PIN 4711"}}',
+        speaker="p:t:alice",
+    )
+    alice[-1] = alice[-1].model_copy(
+        update={"content": "Noted: your PIN is 4711.", "meta": {"private": True}}
+    )
+    bob = tool_turn(5, "b", speaker="p:t:bob")
+    for cut in (2, 3):  # the window starts at the tool result, or at the final reply
+        view = MemoryView(history=alice[cut:] + bob, speaker="p:t:bob")
+        seen = json.dumps(
+            builder().build(view, [{"role": "user", "content": "q"}], tools_tokens=0).messages
+        )
+        assert "4711" not in seen and "question b" in seen
