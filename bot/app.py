@@ -96,6 +96,7 @@ class BotApp:
             admins=settings.admin_ids,
             on_erased=self._forget_hot,
             box=self.toolboxes.box,
+            lock_session=self._session_turn,
         )
         self._locks: dict[str, _LocalLock] = {}
         self._bg = _Background(set(), {}, {})

@@ -7,15 +7,18 @@ only to the person who ran the command.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shlex
 from collections.abc import Awaitable, Callable, Iterable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from bot.core import CommandReply, CommandRequest
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.secrets import SecretBox
 from bot.stores.protocols import Store
+from bot.stores.records import SessionState
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +68,14 @@ class CommandHandler:
         admins: frozenset[str],
         on_erased: Callable[[list[str]], Awaitable[None]] | None = None,
         box: SecretBox | None = None,
+        lock_session: Callable[[SessionKey], AbstractAsyncContextManager[None]] | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
         self.admins = admins
         self.on_erased = on_erased  # drops hot caches of sessions whose data changed
         self.box = box  # BOT_SECRET_KEY set: pack secrets are stored sealed
+        self.lock_session = lock_session  # the turns' per-session lock (see forget_all)
 
     async def handle(self, req: CommandRequest) -> CommandReply:
         words = req.text.strip().split()
@@ -120,31 +125,31 @@ class CommandHandler:
         )
 
     async def forget_all(self, person: PersonKey) -> ErasureCounts:
-        """Erase the person's facts, turns, tool-call logs and summaries drawn from their turns."""
-        sessions = await self.store.sessions_of_speaker(person)
-        facts = await self.store.delete_all_facts(person)
-        messages = await self.store.delete_speaker(person)
-        calls = await self.store.delete_speaker_calls(person)
-        summaries = 0
-        for session_id in sessions:
-            key = _session_key(session_id)
-            if key is None:
-                continue
-            state = await self.store.get_state(key)
-            if state is None:
-                continue
-            if person.id in state.summary_speakers or any(
-                p.speaker == person.id for p in state.pinned
-            ):
-                # The summary mixes everyone's turns; it cannot be edited reliably, so it goes.
-                state.summary = ""
-                state.summary_speakers = []
-                state.pinned = [p for p in state.pinned if p.speaker not in ("", person.id)]
-                if await self.store.put_state(key, state):
-                    summaries += 1
+        """Erase the person's facts, turns, tool-call logs and summaries drawn from their turns.
+
+        Turns and summaries run concurrently with this, so: each affected session is scrubbed
+        under its session lock (a turn in flight there finishes first, and its cached copy of the
+        history is dropped after it), its state's `erasures` counter is bumped (a summary folded
+        from pre-erasure messages then refuses to write), and a second pass erases whatever such
+        in-flight turns stored meanwhile.
+        """
+        facts = messages = calls = summaries = 0
+        scrubbed: set[str] = set()
+        for _pass in range(2):
+            sessions = await self.store.sessions_of_speaker(person)
+            facts += await self.store.delete_all_facts(person)
+            messages += await self.store.delete_speaker(person)
+            calls += await self.store.delete_speaker_calls(person)
+            for session_id in sessions:
+                key = _session_key(session_id)
+                if key is None or session_id in scrubbed:
+                    continue
+                scrubbed.add(session_id)
+                async with self._locked(key):
+                    summaries += await self._scrub_session(key, person)
+                    if self.on_erased is not None:
+                        await self.on_erased([session_id])
         await self.store.compact()
-        if self.on_erased is not None:
-            await self.on_erased(sessions)
         log.info(
             "memory_erased",
             extra={
@@ -158,6 +163,26 @@ class CommandHandler:
             },
         )
         return ErasureCounts(facts, messages, calls, summaries)
+
+    def _locked(self, session: SessionKey) -> AbstractAsyncContextManager[None]:
+        return self.lock_session(session) if self.lock_session else contextlib.nullcontext()
+
+    async def _scrub_session(self, key: SessionKey, person: PersonKey) -> int:
+        """Bump the erasure counter; drop the summary if it drew on this person. 1 if dropped."""
+        for _ in range(5):  # optimistic concurrency: re-read on conflict
+            state = await self.store.get_state(key) or SessionState(session=key.id)
+            state.erasures += 1
+            dropped = person.id in state.summary_speakers or any(
+                p.speaker == person.id for p in state.pinned
+            )
+            if dropped:
+                # The summary mixes everyone's turns; it cannot be edited reliably, so it goes.
+                state.summary = ""
+                state.summary_speakers = []
+                state.pinned = [p for p in state.pinned if p.speaker not in ("", person.id)]
+            if await self.store.put_state(key, state):
+                return int(dropped)
+        raise RuntimeError(f"session state of {key.id} kept changing during an erasure")
 
     # /tools ----------------------------------------------------------------------------------
 

@@ -224,25 +224,33 @@ class SessionMemory:
             )
             return False
         upto = fold[-1].seq
-        speakers = sorted({*state.summary_speakers, *(m.speaker for m in shared)})
-        pinned = list(state.pinned)
-        known = {p.text.strip().lower() for p in pinned}
         # Key facts can only be attributed when one person spoke in the folded range; "" means
         # "anyone in summary_speakers" (erased with the summary when one of them asks).
         users = {m.speaker for m in shared if m.role == "user"}
         owner = users.pop() if len(users) == 1 else ""
-        for raw_fact in key_facts:
-            text = raw_fact.strip().lstrip("-•* ").strip()
-            if text and text.lower() not in known:
-                pinned.append(PinnedFact(text=text, speaker=owner, seq=upto))
-                known.add(text.lower())
         for _ in range(2):  # optimistic concurrency: re-read once on conflict
             current = await self.store.get_state(session) or SessionState(session=session.id)
+            if current.erasures != state.erasures:
+                # `/memory forget all` ran while the model summarised: the fold may hold erased
+                # turns. Drop it; the next run folds what is left.
+                log.info(
+                    "summary_discarded_after_erasure", extra={"fields": {"session": session.id}}
+                )
+                return False
             if current.summary_upto_seq >= upto:
                 return False  # someone else folded this range already
+            pinned = list(current.pinned)
+            known = {p.text.strip().lower() for p in pinned}
+            for raw_fact in key_facts:
+                text = raw_fact.strip().lstrip("-•* ").strip()
+                if text and text.lower() not in known:
+                    pinned.append(PinnedFact(text=text, speaker=owner, seq=upto))
+                    known.add(text.lower())
             current.summary = self.counter.truncate(summary, self.policy.summary_tokens)
             current.summary_upto_seq = upto
-            current.summary_speakers = speakers
+            current.summary_speakers = sorted(
+                {*current.summary_speakers, *(m.speaker for m in shared)}
+            )
             current.pinned = pinned[-MAX_PINNED:]
             current.summary_failures = 0
             if await self.store.put_state(session, current):

@@ -73,6 +73,7 @@ class SessionState(_Record):
     pinned: list[PinnedFact] = Field(default_factory=list)
     last_seq: int = 0
     summary_failures: int = 0
+    erasures: int = 0  # bumped by `/memory forget all`; a summary folded before it is discarded
     version: int = 0  # optimistic-concurrency counter, bumped by every successful put
     updated_at: datetime = Field(default_factory=utcnow)
 
