@@ -56,8 +56,12 @@ async def _read_line(interactive: bool) -> str | None:
             return await asyncio.to_thread(input, "you> ")
         except EOFError:
             return None
-    line = await asyncio.to_thread(sys.stdin.readline)
-    return line if line else None
+    # Bytes, decoded leniently: one line that is not UTF-8 must not lose the others (a text
+    # stream decodes in blocks and would fail on all of them).
+    raw: bytes = await asyncio.to_thread(sys.stdin.buffer.readline)
+    if not raw:
+        return None
+    return raw.decode("utf-8", "replace")
 
 
 async def run_console(
@@ -68,6 +72,8 @@ async def run_console(
     user, channel = user.replace(":", "_"), channel.replace(":", "_")
     thread = thread.replace(":", "_") if thread else None
     interactive = sys.stdin.isatty()
+    if interactive and hasattr(sys.stdin, "reconfigure"):
+        sys.stdin.reconfigure(errors="replace")
     while True:
         line = await _read_line(interactive)
         if line is None:

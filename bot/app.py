@@ -265,7 +265,11 @@ async def build_app(settings: Settings) -> BotApp:
         )
     except Exception as exc:
         raise StartupError(f"cannot open the store: {exc}") from None
-    cache = open_cache(redis_url=settings.redis_url)
+    try:
+        cache = open_cache(redis_url=settings.redis_url)
+    except Exception as exc:
+        await store.close()
+        raise StartupError(f"cannot open the cache: {exc}") from None
     model = ModelClient(
         api_key=api_key,
         base_url=settings.openai_base_url,

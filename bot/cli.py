@@ -43,9 +43,19 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("orders-demo", help="serve the reference order service over a JSON file")
     demo.add_argument("--data", required=True, help="JSON file of orders keyed by order id")
-    demo.add_argument("--port", type=int, default=8081)
+    demo.add_argument("--port", type=_port, default=8081)
     demo.add_argument("--host", default="127.0.0.1")
     return parser
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {port}")
+    return port
 
 
 def _fail(message: str, code: int = EXIT_CONFIG) -> int:

@@ -217,10 +217,11 @@ class CommandHandler:
                 return CommandReply(f"Removed the `{pack}` tool pack.")
             return CommandReply(f"The `{pack}` tool pack isn't installed here.", ok=False)
         raw: dict[str, str] = {}
-        for item in args[1:]:
+        for n, item in enumerate(args[1:], 1):
             key, sep, value = item.partition("=")
             if not sep or not key:
-                return CommandReply(f"`{item}` is not `key=value`. {TOOLS_HELP}", ok=False)
+                # The word is not echoed: it may be a token typed without "token=".
+                return CommandReply(f"Setting {n} is not `key=value`. {TOOLS_HELP}", ok=False)
             raw[key.strip()] = value.strip()
         try:
             config = self.catalog.validate(pack, raw)

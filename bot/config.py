@@ -84,6 +84,15 @@ class Settings(BaseSettings):
             raise ValueError("must be an http:// or https:// URL")
         return value
 
+    @field_validator("bot_log_level")
+    @classmethod
+    def _log_level(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        if value.strip().upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+        return value.strip().upper()
+
     @field_validator("mongodb_uri")
     @classmethod
     def _mongo_uri(cls, value: str | None) -> str | None:
@@ -122,6 +131,10 @@ def load_settings(**overrides: Any) -> Settings:
     """Read settings; raise ConfigError with one line naming the first bad variable."""
     try:
         return Settings(**overrides)
+    except (UnicodeDecodeError, OSError) as exc:
+        raise ConfigError(
+            f".env could not be read ({type(exc).__name__}): save it as UTF-8"
+        ) from None
     except ValidationError as exc:
         err = exc.errors()[0]
         name = str(err["loc"][0]).upper() if err["loc"] else "configuration"

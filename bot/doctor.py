@@ -67,15 +67,19 @@ async def run_checks(settings: Settings) -> bool:
     except Exception as exc:
         results.append(_line(False, "store", f"{where}: {exc}"))
 
-    cache = open_cache(redis_url=settings.redis_url)
-    try:
-        ok = await asyncio.wait_for(cache.ping(), timeout=5.0)
-    except Exception:
-        ok = False
-    finally:
-        await cache.close()
     what = "Redis" if settings.redis_url else "in-process cache"
-    results.append(_line(ok, "cache", f"{what} {'answers' if ok else 'does not answer'}"))
+    try:
+        cache = open_cache(redis_url=settings.redis_url)
+    except Exception as exc:
+        results.append(_line(False, "cache", f"{what}: {exc}"))
+    else:
+        try:
+            ok = await asyncio.wait_for(cache.ping(), timeout=5.0)
+        except Exception:
+            ok = False
+        finally:
+            await cache.close()
+        results.append(_line(ok, "cache", f"{what} {'answers' if ok else 'does not answer'}"))
 
     if settings.bot_secret_key is not None:
         results.append(_line(True, "secrets", "encrypted at rest (BOT_SECRET_KEY set)"))

@@ -149,7 +149,11 @@ class ModelClient:
     def endpoint(self) -> str:
         """Scheme and host of the endpoint, for log lines and `bot doctor` (no path, no key)."""
         parts = urlsplit(self.base_url)
-        return f"{parts.scheme}://{parts.netloc}"
+        host = parts.hostname or ""
+        if ":" in host:  # IPv6 literal
+            host = f"[{host}]"
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{host}{port}"  # never user:password@
 
     async def close(self) -> None:
         """Release pooled connections."""
@@ -267,7 +271,14 @@ class ModelClient:
             raw: Any = await self._create(params, stream=False)
         except Exception as exc:
             raise self._to_error(exc) from None
-        return self._parse_completion(raw)
+        try:
+            return self._parse_completion(raw)
+        except ModelError:
+            raise
+        except Exception as exc:  # a body of the wrong shape (choices as an object, ...)
+            raise ModelError(
+                "bad_response", f"unusable completion ({type(exc).__name__})"
+            ) from None
 
     async def _streamed(
         self, params: dict[str, Any], on_delta: Callable[[str], Awaitable[None]]
@@ -296,7 +307,10 @@ class ModelClient:
                     await on_delta(text)
         if acc.chunks == 0:  # e.g. a server that ignored stream=True and sent plain JSON
             raise ModelError("bad_response", "the stream ended without a single chunk")
-        return acc.result(self.model)
+        try:
+            return acc.result(self.model)
+        except Exception as exc:
+            raise ModelError("bad_response", f"unusable stream ({type(exc).__name__})") from None
 
     async def _open_stream(self, params: dict[str, Any]) -> Any:
         """Open the SSE stream, asking for usage, and retry once without if that is refused."""
@@ -453,9 +467,11 @@ class _StreamAccumulator:
         for fragment in _get(delta, "tool_calls", None) or []:
             self._add_call_fragment(fragment)
         text = _get(delta, "content", None) or _get(delta, "refusal", None) or ""
+        if not isinstance(text, str):
+            return ""  # a server sending content parts here: not text we can stream
         if text:
             self.text.append(text)
-        return text if isinstance(text, str) else ""
+        return text
 
     def _add_call_fragment(self, fragment: Any) -> None:
         index = _get(fragment, "index", None)
@@ -467,7 +483,7 @@ class _StreamAccumulator:
             known_id = self.calls[slot]["id"]
             if call_id and known_id and call_id != known_id:
                 slot = None  # same index, new id: a server that reuses indexes
-        elif index is None and not call_id and self.calls:
+        elif index is None and self.calls and (not call_id or call_id == self.calls[-1]["id"]):
             slot = len(self.calls) - 1  # index-less continuation of the latest call
         if slot is None:
             self.calls.append({"id": call_id or "", "name": "", "args": []})

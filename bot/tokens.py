@@ -130,4 +130,7 @@ class TokenCounter:
         tokens = self.encoding.encode(text, disallowed_special=())
         if len(tokens) <= max_tokens:
             return text
-        return self.encoding.decode(tokens[: max(0, max_tokens)])
+        # A token boundary can fall inside one UTF-8 character (emoji, rare CJK): drop the
+        # partial character instead of ending the text with U+FFFD.
+        head = self.encoding.decode_bytes(tokens[: max(0, max_tokens)])
+        return head.decode("utf-8", "ignore")

@@ -31,7 +31,23 @@ def jsonable(value: Any) -> Any:
     """Plain JSON values from whatever a tool returned (models, dates, sets; NaN -> null)."""
     if value is None or (isinstance(value, str | int | float | bool) and _finite(value)):
         return value
-    return to_jsonable_python(value, fallback=str, inf_nan_mode="null")
+    try:
+        return to_jsonable_python(value, fallback=str, inf_nan_mode="null")
+    except UnicodeEncodeError:  # a dict key with a lone surrogate: replace it and retry
+        return to_jsonable_python(_clean_keys(value), fallback=str, inf_nan_mode="null")
+
+
+def _clean_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            (
+                k.encode("utf-8", "replace").decode("utf-8") if isinstance(k, str) else k
+            ): _clean_keys(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_clean_keys(v) for v in value]
+    return value
 
 
 def _finite(value: Any) -> bool:

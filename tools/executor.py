@@ -35,7 +35,7 @@ from tools.declare import Tool
 from tools.errors import ToolArgumentError, ToolBusinessError, ToolTransientError
 from tools.idempotency import IdempotencyCache, KeyLocks, MemoryIdempotencyCache, idempotency_key
 from tools.registry import ToolRegistry
-from tools.schema import field_errors
+from tools.schema import field_errors, unknown_fields
 from tools.types import Outcome, ToolCallRecord, ToolCallRequest, ToolContext
 
 logger = logging.getLogger("tools.executor")
@@ -213,6 +213,16 @@ class ToolExecutor:
                 f"Arguments for {tool.name} must be a JSON object: {parsed}.",
                 retryable=True,
             )
+        extra = [f for f in unknown_fields(parsed, tool.parameters) if "." in f or "[" in f]
+        if extra:  # top-level extras are pydantic's own "extra_forbidden" errors below
+            fields = {f: "not allowed (no such field)" for f in extra[:20]}
+            listing = "; ".join(f"{k}: {v}" for k, v in fields.items())
+            return _fail(
+                "bad_arguments",
+                f"Invalid arguments for {tool.name}: {listing}. Fix these and call it again.",
+                retryable=True,
+                fields=fields,
+            )
         try:
             args = tool.args_model.model_validate(parsed)
         except ValidationError as exc:
@@ -314,6 +324,18 @@ class ToolExecutor:
                 return _fail("unexpected_error", GENERIC_FAILURE, retryable=False, attempts=attempt)
             fields["error"] = "timeout" if timed_out else type(failure).__name__
             logger.warning("tool transient failure", extra={"fields": fields})
+            if tool.write and not isinstance(failure, ToolTransientError):
+                # A write that timed out or lost its connection may have acted already: running
+                # it again could act twice. Only a tool's own ToolTransientError says "nothing
+                # happened, retry".
+                why = "timed out" if timed_out else "lost its connection"
+                return _fail(
+                    "timeout" if timed_out else "transient_error",
+                    f"{tool.name} {why} before confirming; it may or may not have been done. "
+                    "Check its effect before calling it again.",
+                    retryable=False,
+                    attempts=attempt,
+                )
             delay = self._backoff(attempt)
             late = time.monotonic() - started + delay > cfg.retry_budget
             if attempt > cfg.max_retries or late:

@@ -71,7 +71,9 @@ async def _get_order(request: web.Request) -> web.Response:
     if token:
         given = request.headers.get("Authorization", "")
         expected = f"Bearer {token}"
-        if not hmac.compare_digest(given.encode(), expected.encode()):
+        if not hmac.compare_digest(
+            given.encode("utf-8", "surrogateescape"), expected.encode("utf-8", "surrogateescape")
+        ):
             return web.json_response(
                 {"error": "unauthorized"},
                 status=401,

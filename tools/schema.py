@@ -43,6 +43,33 @@ def parameters_schema(model: type[BaseModel]) -> dict[str, Any]:
     return out
 
 
+def unknown_fields(value: Any, schema: dict[str, Any], path: str = "") -> list[str]:
+    """Paths of keys the schema does not allow (`additionalProperties: false`), at any depth.
+
+    Pydantic forbids extras only on models configured so; nested models of a tool's arguments
+    may silently drop them, while the schema sent to the model promises an error. This walk
+    keeps that promise for every object the schema describes.
+    """
+    found: list[str] = []
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        if isinstance(props, dict):
+            for key, sub in value.items():
+                where = f"{path}.{key}" if path else str(key)
+                if key in props:
+                    found.extend(unknown_fields(sub, props[key], where))
+                elif schema.get("additionalProperties") is False:
+                    found.append(where)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            found.extend(unknown_fields(item, schema["items"], f"{path}[{i}]"))
+    for alt in schema.get("anyOf", []) if isinstance(value, dict | list) else []:
+        if isinstance(alt, dict) and (alt.get("properties") or alt.get("items")):
+            found.extend(unknown_fields(value, alt, path))
+            break
+    return found
+
+
 def _clean(node: Any, defs: dict[str, Any], stack: tuple[str, ...], kept: dict[str, Any]) -> Any:
     if not isinstance(node, dict):
         return node
