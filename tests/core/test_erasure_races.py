@@ -39,7 +39,13 @@ async def test_a_turn_in_flight_does_not_bring_erased_messages_back(
     slow = asyncio.create_task(say(app, "slow question", user="UB"))
     await entered.wait()
     erasing = asyncio.create_task(app.handle_command(forget_all("UA")))
-    await asyncio.sleep(0.2)
+    for _ in range(200):  # until the erasure waits on the session lock held by B's turn
+        entry = app._locks.get(SESSION.id)
+        if entry is not None and entry.users >= 2:
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise AssertionError("the erasure never reached the session lock")
     gate.set()
     await slow
     reply = await erasing
@@ -78,3 +84,35 @@ async def test_a_summary_in_flight_is_discarded_after_an_erasure(
     state = await app.store.get_state(SESSION)
     assert state is not None and state.erasures >= 1
     assert "4711" not in state.summary and all("4711" not in p.text for p in state.pinned)
+
+
+async def test_the_erased_persons_own_turn_in_flight_is_erased_too(
+    make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    """A's turn is still being answered while A erases everything: what that turn stores after
+    the first pass (the reply) is caught by the second pass."""
+    gate, entered = asyncio.Event(), asyncio.Event()
+
+    async def brain(request: dict[str, Any]) -> Step:
+        if message_text(request["messages"][-1]) == "my locker code is 9911":
+            entered.set()
+            await gate.wait()
+            return text("Noted, 9911.")
+        return default_brain(request)
+
+    fake_openai.brain = brain
+    app = await make_app()
+    turn = asyncio.create_task(say(app, "my locker code is 9911", user="UA", channel="C2"))
+    await entered.wait()
+    erasing = asyncio.create_task(app.handle_command(forget_all("UA")))
+    session = SessionKey("test", "T1", "C2")
+    for _ in range(200):
+        entry = app._locks.get(session.id)
+        if entry is not None and entry.users >= 2:
+            break
+        await asyncio.sleep(0.01)
+    gate.set()
+    await turn
+    await erasing
+    left = await app.store.recent(session, limit=50)
+    assert not [m for m in left if "9911" in m.content]

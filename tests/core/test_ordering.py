@@ -50,3 +50,18 @@ async def test_different_sessions_run_concurrently(make_app: Any, fake_openai: F
     done = await asyncio.gather(*(say(app, "hi", channel=f"C{i}") for i in range(6)))
     assert all(s.final == "ok: hi" for s in done)
     assert brain.max_in_flight > 1
+
+
+async def test_two_processes_take_turns_in_one_session(
+    make_app: Any, fake_openai: FakeOpenAI, redis_url: str, redis_prefix: str
+) -> None:
+    """Two bot processes sharing Redis: the cross-process session lock serialises their turns."""
+    brain = CountingBrain()
+    fake_openai.brain = brain
+    a = await make_app(redis_url=redis_url, redis_key_prefix=redis_prefix)
+    b = await make_app(redis_url=redis_url, redis_key_prefix=redis_prefix)
+    done = await asyncio.gather(
+        *(say(app, f"m{i}", channel="C-x") for i, app in enumerate([a, b, a, b]))
+    )
+    assert all(s.final and not s.error for s in done)
+    assert brain.max_in_flight == 1

@@ -23,6 +23,9 @@ print(c.encoding.name, c.count("请记住我对花生过敏"), c.count("hello wo
 
 def _run(tmp: Path, model: str) -> subprocess.CompletedProcess[str]:
     env = {"TIKTOKEN_CACHE_DIR": str(tmp), "PATH": "/usr/bin:/bin", "HOME": str(tmp)}
+    # A dead proxy: on a machine that is online, a download would fail instead of hiding that
+    # the cache was (or was not) seeded from the packaged file.
+    env |= {"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
     return subprocess.run(
         [sys.executable, "-c", SCRIPT, model], env=env, capture_output=True, text=True, timeout=60
     )

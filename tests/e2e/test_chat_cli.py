@@ -131,8 +131,11 @@ def test_remembered_fact_follows_the_person_not_others(
 ) -> None:
     data = tmp_path / "d"
     run_chat = functools.partial(_run_chat, env_extra=backends)
+    # Unique places: with REDIS_URL the hot caches and locks live in a Redis shared with others.
+    sfx = uuid.uuid4().hex[:8]
+    general, random = f"general-{sfx}", f"random-{sfx}"
     first = run_chat(
-        [ask], fake=fake, data_dir=data, args=("--user", "alice", "--channel", "general")
+        [ask], fake=fake, data_dir=data, args=("--user", "alice", "--channel", general)
     )
     assert first.returncode == 0, first.stderr
     assert any(
@@ -147,13 +150,13 @@ def test_remembered_fact_follows_the_person_not_others(
         ["what should I eat?"],
         fake=fake,
         data_dir=data,
-        args=("--user", "alice", "--channel", "random"),
+        args=("--user", "alice", "--channel", random),
     )
     assert again.returncode == 0, again.stderr
     assert fact in json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
     # Another person, in either channel: it is not.
     fake.requests.clear()
-    for channel in ("general", "random", "dm-bob"):
+    for channel in (general, random, f"dm-bob-{sfx}"):
         other = run_chat(
             ["what should I eat?"],
             fake=fake,

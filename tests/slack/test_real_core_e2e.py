@@ -93,3 +93,22 @@ async def test_follow_up_reaching_another_process_before_the_first_reply(
         "ok: quick follow-up",
         "ok: slow question",
     ]
+
+
+async def test_two_processes_on_one_redis_answer_a_retried_event_once(
+    start_harness: Any, make_app: Any, fake_slack: Any, redis_url: str, redis_prefix: str
+) -> None:
+    """The real path: adapter -> BotApp.first_delivery -> Redis SET NX, across two processes."""
+    apps = [
+        await start_harness(await make_app(redis_url=redis_url, redis_key_prefix=redis_prefix))
+        for _ in range(2)
+    ]
+    ts = new_ts()
+    event = {"type": "app_mention", "user": "U1", "text": "<@UBOT> hi", "ts": ts, "channel": "C3"}
+    await asyncio.gather(
+        apps[0].send_event(event, event_id="EvTWO-REAL"),
+        apps[1].send_event(event, event_id="EvTWO-REAL", retry_num=1),
+    )
+    await apps[0].fake.wait_for(lambda: bool(fake_slack.bot_messages("C3")))
+    await asyncio.sleep(0.5)
+    assert [m.text for m in fake_slack.bot_messages("C3")] == ["ok: hi"]

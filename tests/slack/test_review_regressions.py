@@ -46,3 +46,5 @@ async def test_cancelled_turn_clears_reaction(start_harness: StartHarness) -> No
     await slack.server.close()  # runtime.stop(): drain(0.2 s) then cancel
     await asyncio.sleep(0.3)
     assert slack.fake.calls_to("reactions.remove", timestamp=ts), "reaction left on the message"
+    [reply] = slack.replies("C1", thread_ts=ts)
+    assert reply.startswith("Sorry, I was restarting")
