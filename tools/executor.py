@@ -213,6 +213,7 @@ class ToolExecutor:
                 f"Arguments for {tool.name} must be a JSON object: {parsed}.",
                 retryable=True,
             )
+        parsed = _drop_nulls_for_defaults(parsed, tool)
         extra = [f for f in unknown_fields(parsed, tool.parameters) if "." in f or "[" in f]
         if extra:  # top-level extras are pydantic's own "extra_forbidden" errors below
             fields = {f: "not allowed (no such field)" for f in extra[:20]}
@@ -356,6 +357,28 @@ class ToolExecutor:
             retryable=True,
             attempts=attempts,
         )
+
+
+def _drop_nulls_for_defaults(args: dict[str, Any], tool: Tool) -> dict[str, Any]:
+    """`"unit": null` for an optional parameter that does not accept null means "the default"
+    (models in strict/structured modes send null for what they leave out), not an error."""
+    if not any(v is None for v in args.values()):
+        return args
+    props = tool.parameters.get("properties", {})
+    fields = tool.args_model.model_fields
+    out = dict(args)
+    for key, value in args.items():
+        field = fields.get(key)
+        if value is None and field is not None and not field.is_required():
+            if not _accepts_null(props.get(key, {})):
+                del out[key]
+    return out
+
+
+def _accepts_null(schema: dict[str, Any]) -> bool:
+    if schema.get("type") == "null" or "null" in (schema.get("type") or []):
+        return True
+    return any(isinstance(s, dict) and _accepts_null(s) for s in schema.get("anyOf", []))
 
 
 def _log_fields(record: ToolCallRecord, ctx: ToolContext) -> dict[str, Any]:

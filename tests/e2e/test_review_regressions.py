@@ -10,7 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -253,3 +253,27 @@ def test_chat_survives_a_non_utf8_line(tmp_path: Path, fake: FakeOpenAI, encodin
     assert p.returncode == 0 and out.count("ok: ") == 3, (out, p.stderr[-300:])
     assert "went wrong" not in out
     one_clean_line(p)
+
+
+async def test_null_for_an_optional_parameter_means_its_default() -> None:
+    @tool
+    async def forecast(location: str, unit: Literal["celsius", "fahrenheit"] = "celsius") -> str:
+        """Forecast."""
+        return f"{location}:{unit}"
+
+    @tool
+    async def note(text: str, tag: str | None = "misc") -> str:
+        """A note whose tag may be explicitly empty."""
+        return f"{text}:{tag}"
+
+    executor = ToolExecutor(ExecutorConfig(backoff_base=0))
+    registry = ToolRegistry([forecast, note])
+    calls = [
+        ToolCallRequest("c1", "forecast", '{"location": "Paris", "unit": null}'),
+        ToolCallRequest("c2", "note", '{"text": "hi", "tag": null}'),
+        ToolCallRequest("c3", "forecast", '{"location": null}'),
+    ]
+    first, second, third = await executor.execute(calls, CTX, registry)
+    assert json.loads(first.content)["data"] == "Paris:celsius"
+    assert json.loads(second.content)["data"] == "hi:None"  # null is a real value there
+    assert third.outcome == "bad_arguments"  # a required parameter cannot be null
