@@ -59,10 +59,10 @@ from openai.types.responses import (  # noqa: E402
     ResponseOutputTextParam,
 )
 
+from bot.app import BotApp  # noqa: E402
 from bot.config import Settings  # noqa: E402
 from bot.keys import PersonKey, SessionKey  # noqa: E402
-from bot.memory.context import ContextBuilder  # noqa: E402
-from bot.memory.session import CompressionPolicy, SessionMemory, hot_key  # noqa: E402
+from bot.memory.session import hot_key  # noqa: E402
 from bot.messages import CollectingSink, IncomingMessage  # noqa: E402
 from bot.model import ModelResponse  # noqa: E402
 from bot.stores.factory import open_store  # noqa: E402
@@ -72,9 +72,7 @@ from bot.stores.protocols import Cache, Store  # noqa: E402
 from bot.stores.records import NewMessage, PinnedFact, SessionState  # noqa: E402
 from bot.stores.redis_cache import RedisCache  # noqa: E402
 from bot.stores.resilient_cache import ResilientCache  # noqa: E402
-from bot.tokens import TokenCounter  # noqa: E402
-from bot.toolbox import Toolbox, ToolboxFactory  # noqa: E402
-from bot.turn import TurnRunner  # noqa: E402
+from bot.toolbox import Toolbox  # noqa: E402
 
 SIZES = (10, 1_000, 10_000)
 TURNS = int(os.environ.get("BENCH_TURNS", "50"))
@@ -199,37 +197,24 @@ class CannedModel:
         self.last_messages = len(messages)
         return ModelResponse(content=REPLY, finish_reason="stop", model=MODEL)
 
+    async def close(self) -> None:
+        return None
+
 
 # --- our side -------------------------------------------------------------------------------
 
 
 class Harness:
-    """The turn pieces wired as `bot.app.BotApp` wires them, over one store and cache."""
+    """A real `bot.app.BotApp` over one store and cache, with a model that answers at once."""
 
     def __init__(self, settings: Settings, store: Store, cache: Cache) -> None:
         self.store = store
-        self.cache = cache
-        self.counter = TokenCounter(settings.bot_model)
-        budget = settings.bot_context_tokens
-        reply_tokens = min(settings.bot_reply_tokens, budget // 4)
-        self.builder = ContextBuilder(self.counter, budget=budget, reply_tokens=reply_tokens)
-        self.memory = SessionMemory(
-            store,
-            cache,
-            self.counter,
-            CompressionPolicy.for_budget(budget, reply_tokens),
-            idle_ttl=settings.bot_session_ttl,
-        )
         self.model = CannedModel()
-        self.runner = TurnRunner(
-            model=self.model,
-            memory=self.memory,
-            facts=store,
-            builder=self.builder,
-            max_rounds=settings.bot_max_tool_rounds,
-            turn_timeout=settings.bot_turn_timeout,
-        )
-        self.toolboxes = ToolboxFactory(settings, store=store, cache=cache)
+        self.app = BotApp(settings, store=store, cache=cache, model=self.model)
+        self.counter = self.app.counter
+        self.memory = self.app.memory
+        self.runner = self.app.runner
+        self.toolboxes = self.app.toolboxes
 
     async def close(self) -> None:
         await self.toolboxes.close()

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot.commands import CommandHandler
@@ -28,7 +28,7 @@ from bot.stores.factory import open_cache, open_store
 from bot.stores.protocols import Cache, LockTimeout, Store, StoreUnavailable
 from bot.tokens import TokenCounter
 from bot.toolbox import ToolboxFactory, pack_catalog
-from bot.turn import STORE_DOWN_REPLY, TurnResult, TurnRunner
+from bot.turn import STORE_DOWN_REPLY, Model, TurnResult, TurnRunner
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,8 @@ class BotApp:
         *,
         store: Store,
         cache: Cache,
-        model: ModelClient,
-        summary_model: ModelClient | None = None,
+        model: Model,
+        summary_model: Model | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -100,6 +100,7 @@ class BotApp:
         )
         self._locks: dict[str, _LocalLock] = {}
         self._bg = _Background(set(), {}, {})
+        self._summary_format = 0  # index of the structured-output form the server accepts
 
     # BotCore ---------------------------------------------------------------------------------
 
@@ -113,7 +114,7 @@ class BotApp:
             return None
         if len(message.text) > MAX_MESSAGE_CHARS:
             cut = message.text[:MAX_MESSAGE_CHARS] + "\n…[message too long: the rest was cut]"
-            message = _replace_text(message, cut)
+            message = replace(message, text=cut)
         session = message.session
         try:
             async with self._session_turn(session):
@@ -147,9 +148,9 @@ class BotApp:
         return await self.cache.set_nx(f"event:{event_id}", ttl=24 * 3600)
 
     async def health(self) -> dict[str, bool]:
-        async def check(coro: object) -> bool:
+        async def check(ping: Awaitable[bool]) -> bool:
             try:
-                return bool(await asyncio.wait_for(coro, timeout=3.0))  # type: ignore[arg-type]
+                return bool(await asyncio.wait_for(ping, timeout=3.0))
             except Exception:
                 return False
 
@@ -208,22 +209,24 @@ class BotApp:
 
         async def summarise(messages: list[dict[str, Any]], response_format: dict[str, Any]) -> str:
             # Strict JSON schema first; servers that reject it (some local OpenAI-compatible
-            # ones) get JSON mode, then a plain request; the reply is parsed leniently.
+            # ones) get JSON mode, then a plain request; the reply is parsed leniently. The
+            # first form the server accepted is remembered, so later summaries cost one call.
             formats: list[dict[str, Any] | None] = [response_format, {"type": "json_object"}, None]
-            for i, fmt in enumerate(formats):
+            for i in range(self._summary_format, len(formats)):
                 try:
                     response = await model.complete(
                         messages,
-                        response_format=fmt,
+                        response_format=formats[i],
                         max_tokens=self.memory.policy.summary_tokens * 2,
                     )
+                    self._summary_format = i
                     return response.content
                 except ModelError as err:
                     if err.kind != "bad_request" or i == len(formats) - 1:
                         raise
                     log.info(
                         "summary_format_rejected",
-                        extra={"fields": {"format": (fmt or {}).get("type", "none")}},
+                        extra={"fields": {"format": (formats[i] or {}).get("type", "none")}},
                     )
             raise AssertionError("unreachable")
 
@@ -246,12 +249,6 @@ class BotApp:
     async def _forget_hot(self, session_ids: list[str]) -> None:
         for session_id in session_ids:
             await self.cache.delete(hot_key(session_id))
-
-
-def _replace_text(message: IncomingMessage, text: str) -> IncomingMessage:
-    from dataclasses import replace
-
-    return replace(message, text=text)
 
 
 async def build_app(settings: Settings) -> BotApp:

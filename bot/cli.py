@@ -12,9 +12,13 @@ import getpass
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from bot.config import ConfigError, Settings, load_settings
 from bot.logsetup import setup_logging
+
+if TYPE_CHECKING:
+    from bot.app import BotApp
 
 EXIT_CONFIG = 2
 EXIT_UNAVAILABLE = 3
@@ -92,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _fail(f"unknown command {args.command}")
 
 
-async def _open_app(settings: Settings):  # type: ignore[no-untyped-def]
+async def _open_app(settings: Settings) -> BotApp:
     from bot.app import StartupError, build_app
 
     try:

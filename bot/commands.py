@@ -141,8 +141,11 @@ class CommandHandler:
             messages += await self.store.delete_speaker(person)
             calls += await self.store.delete_speaker_calls(person)
             for session_id in sessions:
-                key = _session_key(session_id)
-                if key is None or session_id in scrubbed:
+                if session_id in scrubbed:
+                    continue
+                try:
+                    key = SessionKey.parse(session_id)
+                except ValueError:
                     continue
                 scrubbed.add(session_id)
                 async with self._locked(key):
@@ -251,14 +254,3 @@ class CommandHandler:
             )
         lines = [f"• `{i.pack}` — {self.catalog.describe(i.pack)}" for i in installed]
         return CommandReply("Tool packs installed here:\n" + "\n".join(lines))
-
-
-def _session_key(session_id: str) -> SessionKey | None:
-    parts = session_id.split(":")
-    if len(parts) != 4:
-        return None
-    platform, team, channel, thread = parts
-    try:
-        return SessionKey(platform, team, channel, None if thread == "-" else thread)
-    except ValueError:
-        return None

@@ -82,6 +82,15 @@ class SessionKey:
     def id(self) -> str:
         return _SEP.join((self.platform, self.team, self.channel, self.thread or "-"))
 
+    @classmethod
+    def parse(cls, session_id: str) -> SessionKey:
+        """The key whose `id` this is; ValueError for anything else."""
+        parts = session_id.split(_SEP)
+        if len(parts) != 4:
+            raise ValueError(f"not a session id: {session_id!r}")
+        platform, team, channel, thread = parts
+        return cls(platform, team, channel, None if thread == "-" else thread)
+
     @property
     def team_key(self) -> TeamKey:
         return TeamKey(self.platform, self.team)

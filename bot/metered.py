@@ -10,14 +10,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot.metrics import ERRORS, MODEL_LATENCY, MODEL_TOKENS, TOOL_CALLS, TURN_LATENCY, TURNS
-from bot.model import ModelClient, ModelError, ModelResponse
-from bot.turn import TurnResult
+from bot.model import ModelError, ModelResponse
+from bot.turn import Model, TurnResult
 
 
 class MeteredModel:
     """A ModelClient that records latency, tokens and errors under a `kind` label."""
 
-    def __init__(self, client: ModelClient, kind: str) -> None:
+    def __init__(self, client: Model, kind: str) -> None:
         self.client = client
         self.kind = kind
 

@@ -39,6 +39,8 @@ STORE_DOWN_REPLY = (
 
 
 class Model(Protocol):
+    """What the turn needs of a model: `bot.model.ModelClient`, or a stand-in in benchmarks."""
+
     async def complete(
         self,
         messages: list[dict[str, Any]],
@@ -50,6 +52,8 @@ class Model(Protocol):
         temperature: float | None = ...,
         tool_choice: str | None = ...,
     ) -> ModelResponse: ...
+
+    async def close(self) -> None: ...
 
 
 class Toolbox(Protocol):

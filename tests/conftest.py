@@ -22,9 +22,15 @@ from bot.stores.memory_cache import MemoryCache  # noqa: E402
 from bot.stores.redis_cache import RedisCache  # noqa: E402
 from bot.stores.resilient_cache import ResilientCache  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
-from tests.support.fixtures import mongo_uri, mongoeco_uri, redis_prefix, redis_url  # noqa: E402
+from tests.support.fixtures import (  # noqa: E402
+    mongo_uri,
+    mongoeco_uri,
+    redis_prefix,
+    redis_proxy,
+    redis_url,
+)
 
-__all__ = ["mongo_uri", "mongoeco_uri", "redis_prefix", "redis_url"]
+__all__ = ["mongo_uri", "mongoeco_uri", "redis_prefix", "redis_proxy", "redis_url"]
 
 MakeApp = Callable[..., Awaitable[BotApp]]
 

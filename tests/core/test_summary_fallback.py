@@ -45,6 +45,7 @@ async def test_plain_mode_server_still_gets_summaries(
     state = await app.store.get_state(SESSION)
     assert state is not None and state.summary == "They talked about many details."
     assert seen_formats[:3] == ["json_schema", "json_object", "none"]
+    assert len(seen_formats) > 3 and set(seen_formats[3:]) == {"none"}  # remembered
 
 
 async def test_a_failing_summariser_never_breaks_replies(

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -21,22 +19,13 @@ from tests.support.tcp_proxy import TcpProxy
 pytestmark = pytest.mark.redis
 
 
-@pytest.fixture
-async def proxy(redis_url: str) -> AsyncIterator[TcpProxy]:
-    parts = urlsplit(redis_url)
-    made = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
-    await made.start()
-    try:
-        yield made
-    finally:
-        await made.stop()
-
-
 async def test_bot_answers_through_a_redis_outage(
-    make_app: Any, fake_openai: FakeOpenAI, proxy: TcpProxy, redis_prefix: str
+    make_app: Any, fake_openai: FakeOpenAI, redis_proxy: TcpProxy, redis_prefix: str
 ) -> None:
     cache = ResilientCache(
-        RedisCache.from_url(f"redis://127.0.0.1:{proxy.port}/0", prefix=redis_prefix, timeout=0.5),
+        RedisCache.from_url(
+            f"redis://127.0.0.1:{redis_proxy.port}/0", prefix=redis_prefix, timeout=0.5
+        ),
         MemoryCache(),
         probe_interval=0.2,
     )
@@ -44,7 +33,7 @@ async def test_bot_answers_through_a_redis_outage(
     assert (await say(app, "first: my favourite colour is teal")).final
     assert await app.first_delivery("Ev1")
 
-    await proxy.stop()
+    await redis_proxy.stop()
     during = await say(app, "second: and my dog is called Rex")
     assert during.final and not during.error
     assert cache.degraded
@@ -52,7 +41,7 @@ async def test_bot_answers_through_a_redis_outage(
     assert not await app.first_delivery("Ev2")  # de-duplicated in the outage too
     assert (await app.health())["cache"] is False
 
-    await proxy.start()
+    await redis_proxy.start()
     await asyncio.sleep(0.3)
     after = await say(app, "third: what do you know?")
     assert after.final and not after.error

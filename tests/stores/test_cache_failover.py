@@ -10,7 +10,6 @@ import asyncio
 import logging
 import socket
 import time
-from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import pytest
@@ -29,20 +28,9 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-async def proxy(redis_url: str) -> AsyncIterator[TcpProxy]:
-    parts = urlsplit(redis_url)
-    made = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
-    await made.start()
-    try:
-        yield made
-    finally:
-        await made.stop()
-
-
-def via(proxy: TcpProxy, redis_url: str) -> str:
+def via(redis_proxy: TcpProxy, redis_url: str) -> str:
     db = urlsplit(redis_url).path or "/0"
-    return f"redis://127.0.0.1:{proxy.port}{db}"
+    return f"redis://127.0.0.1:{redis_proxy.port}{db}"
 
 
 async def test_redis_cache_reports_unavailable_quickly() -> None:
@@ -88,9 +76,11 @@ async def test_falls_back_when_redis_is_down(caplog: pytest.LogCaptureFixture) -
     await cache.close()
 
 
-async def test_fails_over_and_recovers(proxy: TcpProxy, redis_url: str, redis_prefix: str) -> None:
+async def test_fails_over_and_recovers(
+    redis_proxy: TcpProxy, redis_url: str, redis_prefix: str
+) -> None:
     cache = ResilientCache(
-        RedisCache.from_url(via(proxy, redis_url), prefix=redis_prefix, timeout=0.5),
+        RedisCache.from_url(via(redis_proxy, redis_url), prefix=redis_prefix, timeout=0.5),
         MemoryCache(),
         probe_interval=0.2,
     )
@@ -99,7 +89,7 @@ async def test_fails_over_and_recovers(proxy: TcpProxy, redis_url: str, redis_pr
         await cache.set_json("before", 1, ttl=30)
         assert await direct.get(redis_prefix + "before") == b"1"
 
-        await proxy.stop()  # Redis goes away
+        await redis_proxy.stop()  # Redis goes away
         started = time.monotonic()
         await cache.set_json("during", 2, ttl=30)
         assert await cache.set_nx("event:E1", ttl=30)
@@ -109,7 +99,7 @@ async def test_fails_over_and_recovers(proxy: TcpProxy, redis_url: str, redis_pr
             pass
         assert await direct.get(redis_prefix + "during") is None
 
-        await proxy.start()  # ...and comes back on the same port
+        await redis_proxy.start()  # ...and comes back on the same port
         await asyncio.sleep(0.3)
         await cache.set_json("after", 3, ttl=30)
         assert not cache.degraded
@@ -125,16 +115,16 @@ async def test_fails_over_and_recovers(proxy: TcpProxy, redis_url: str, redis_pr
 
 
 async def test_locks_stay_exclusive_in_process_across_a_failover(
-    proxy: TcpProxy, redis_url: str, redis_prefix: str
+    redis_proxy: TcpProxy, redis_url: str, redis_prefix: str
 ) -> None:
     cache = ResilientCache(
-        RedisCache.from_url(via(proxy, redis_url), prefix=redis_prefix, timeout=0.5),
+        RedisCache.from_url(via(redis_proxy, redis_url), prefix=redis_prefix, timeout=0.5),
         MemoryCache(),
         probe_interval=0.1,
     )
     try:
         async with cache.lock("session:s1", ttl=5, wait=1):  # held in Redis and in-process
-            await proxy.stop()
+            await redis_proxy.stop()
             with pytest.raises(LockTimeout):
                 async with cache.lock("session:s1", ttl=5, wait=0.2):
                     pass

@@ -1,6 +1,6 @@
 """Reusable pytest fixtures for real servers. Import them into a conftest:
 
-    from tests.support.fixtures import mongo_uri, mongoeco_uri, redis_prefix, redis_url
+    from tests.support.fixtures import mongo_uri, mongoeco_uri, redis_prefix, redis_proxy, redis_url
 
 `mongoeco_uri` always runs mongoeco; `mongo_uri` is TEST_MONGODB_URI when set (a real MongoDB),
 else mongoeco. When a server is missing the tests skip, except under CI (env CI set), where a
@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import NoReturn
+from urllib.parse import urlsplit
 
 import pytest
 import redis
 
 from tests.support.mongoeco import MongoecoMissing, mongoeco_python, mongoeco_server
+from tests.support.tcp_proxy import TcpProxy
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -75,3 +77,15 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
             client.delete(*keys)
     finally:
         client.close()
+
+
+@pytest.fixture
+async def redis_proxy(redis_url: str) -> AsyncIterator[TcpProxy]:
+    """A TCP proxy in front of Redis that a test can cut (`stop()`) and restore (`start()`)."""
+    parts = urlsplit(redis_url)
+    made = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
+    await made.start()
+    try:
+        yield made
+    finally:
+        await made.stop()
