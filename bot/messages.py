@@ -9,6 +9,38 @@ from typing import Protocol
 from bot.keys import PersonKey, SessionKey
 
 
+class AttachmentError(Exception):
+    """A shared file could not be fetched (gone, forbidden, too large, too slow).
+
+    The message is one line safe to show to the person (no URL, no token)."""
+
+
+class FetchBytes(Protocol):
+    """Downloads a shared file through the adapter, with the platform's own auth.
+
+    Reads at most `max_bytes` bytes: if the file is larger, raise `AttachmentError` (never
+    return a silently cut file). The core bounds the call in time; adapters bound the read.
+    """
+
+    async def __call__(self, max_bytes: int) -> bytes: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file someone shared with a message, as the platform described it.
+
+    `size` is what the platform reported (0 when unknown); `mime_type` is the platform's guess
+    (the core also looks at the bytes). `fetch` is only called for files of the message that
+    triggered the turn, never for files of earlier messages.
+    """
+
+    name: str
+    mime_type: str
+    size: int
+    fetch: FetchBytes
+    id: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class IncomingMessage:
     """A message someone sent the bot, already normalised by an adapter."""
@@ -22,7 +54,7 @@ class IncomingMessage:
     message_id: str | None = None
     user_name: str | None = None
     is_dm: bool = False
-    attachments: tuple[str, ...] = ()
+    attachments: tuple[Attachment, ...] = ()
 
     @property
     def session(self) -> SessionKey:

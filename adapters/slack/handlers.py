@@ -164,7 +164,6 @@ class SlackHandlers:
             message_id=route.message_ts,
             user_name=names.get(route.user),
             is_dm=route.is_dm,
-            attachments=normalized.attachments,
         )
         target = ReplyTarget(
             team=route.team,

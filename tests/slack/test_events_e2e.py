@@ -244,10 +244,6 @@ async def test_text_is_normalised_for_the_core(slack: SlackHarness, echo_core: E
     assert (
         message.text == "ask @Bob about the doc (https://example.com/a) in #general <soon> & @here"
     )
-    assert message.attachments == (
-        "link: https://example.com/a",
-        "file: plan.pdf (application/pdf, 2 KB) https://files.example/plan.pdf",
-    )
 
 
 async def test_turn_failure_apologises_and_clears_status(
