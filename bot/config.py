@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.secrets import fernet_key
+from tools.netguard import HostPolicy
 
 DEFAULT_MODEL = "gpt-4o-mini"
 
@@ -57,6 +58,8 @@ class Settings(BaseSettings):
     geocoding_api_url: str = "https://geocoding-api.open-meteo.com/v1/search"
 
     bot_admins: str = ""
+    # Hosts/CIDRs that team-installed packs (orders, mcp) may reach; see tools.netguard.
+    bot_tool_hosts: str | None = None
     # Encrypts tool-pack secrets and Slack installations at rest (see bot.secrets); unset = plain.
     bot_secret_key: SecretStr | None = None
     bot_log_level: str | None = (
@@ -107,12 +110,29 @@ class Settings(BaseSettings):
             raise ValueError("must start with redis://, rediss:// or unix://")
         return value
 
+    @field_validator("bot_tool_hosts")
+    @classmethod
+    def _tool_hosts(cls, value: str | None) -> str | None:
+        if value is not None and value.strip():
+            HostPolicy.from_setting(value, multi_tenant=True)  # ValueError names the entry
+            return value
+        return None
+
     @field_validator("bot_secret_key")
     @classmethod
     def _secret_key(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None:
             fernet_key(value.get_secret_value())  # ValueError names no value
         return value
+
+    @property
+    def multi_tenant(self) -> bool:
+        """Several workspaces/guilds can install packs here (Slack OAuth, Discord): their admins
+        are not the operator, so pack URLs reach public addresses only unless BOT_TOOL_HOSTS."""
+        return self.slack_client_id is not None or self.discord_token is not None
+
+    def host_policy(self) -> HostPolicy:
+        return HostPolicy.from_setting(self.bot_tool_hosts, multi_tenant=self.multi_tenant)
 
     @property
     def admin_ids(self) -> frozenset[str]:

@@ -90,6 +90,13 @@ async def run_checks(settings: Settings) -> bool:
             flush=True,
         )
 
+    from tools.packs import PACK_ERRORS, PACKS
+
+    print(f"info tool packs: {', '.join(sorted(PACKS)) or 'none'}", flush=True)
+    for name, problem in sorted(PACK_ERRORS.items()):
+        results.append(_line(False, f"tool pack {name}", problem))
+    print(f"info tool hosts: packs may reach {settings.host_policy().describe()}", flush=True)
+
     for name, present in (
         ("slack", settings.slack_bot_token is not None or settings.slack_client_id is not None),
         ("discord", settings.discord_token is not None),

@@ -104,6 +104,20 @@ PLATFORM_API_ERRORS = Counter(
     registry=REGISTRY,
 )
 
+TOOL_BREAKER_STATE = Gauge(
+    "bot_tool_breaker_state",
+    "Circuit breaker of each tool provider (a pack, or one team's install): "
+    "0 closed, 1 half-open, 2 open.",
+    ["provider"],
+    registry=REGISTRY,
+)
+TOOL_BREAKER_OPENS = Counter(
+    "bot_tool_breaker_opens_total",
+    "Times a tool provider's circuit breaker opened after repeated transient failures.",
+    ["provider"],
+    registry=REGISTRY,
+)
+
 
 def render() -> tuple[bytes, str]:
     """The registry in Prometheus text format, and the content type to serve it with."""

@@ -17,10 +17,14 @@ from bot.commands import PackCatalog
 from bot.config import Settings
 from bot.keys import SessionKey, TeamKey
 from bot.memory.remember import remember
+from bot.metrics import TOOL_BREAKER_OPENS, TOOL_BREAKER_STATE
 from bot.secrets import SecretBox, SecretsUnavailable, open_value
 from bot.stores.protocols import Cache, Store
 from bot.stores.records import ToolCallLog
+from tools.breaker import BreakerBoard, BreakerState
+from tools.declare import Tool
 from tools.executor import ExecutorConfig, ToolExecutor
+from tools.netguard import event_hooks
 from tools.packs import PACKS, PackConfigError, PackEnv
 from tools.registry import ToolRegistry
 from tools.types import ToolCallRecord, ToolCallRequest, ToolContext
@@ -54,16 +58,26 @@ class ToolboxFactory:
         self.store = store
         self.box = SecretBox.from_settings(settings)  # None: secrets are stored in plain text
         self.http = httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=5.0))
+        self.host_policy = settings.host_policy()
+        # URLs typed by a team's admin go through this one: only hosts the operator allows.
+        self.tool_http = httpx.AsyncClient(
+            timeout=httpx.Timeout(10.0, connect=5.0), event_hooks=event_hooks(self.host_policy)
+        )
         self.env = PackEnv(
             http=self.http,
             weather_api_url=settings.weather_api_url,
             geocoding_api_url=settings.geocoding_api_url,
+            tool_http=self.tool_http,
         )
-        self.executor = ToolExecutor(config, idempotency=cache, on_record=self._record)
+        self.breakers = BreakerBoard()
+        self.breakers.add_listener(_breaker_changed)
+        self.executor = ToolExecutor(
+            config, idempotency=cache, on_record=self._record, breakers=self.breakers
+        )
         self.base = ToolRegistry([remember.bind(facts=store)])
 
     async def for_team(self, team: TeamKey) -> Toolbox:
-        tools = []
+        tools: list[Tool] = []
         for install in await self.store.installed(team):
             pack = PACKS.get(install.pack)
             if pack is None:
@@ -76,8 +90,9 @@ class ToolboxFactory:
                     extra={"fields": {"team": team.id, "pack": install.pack, "error": str(exc)}},
                 )
                 continue
+            provider = pack.name if pack.breaker_scope == "pack" else f"{install.pack}@{team.id}"
             try:
-                tools.extend(pack.build(config, self.env))
+                tools.extend(t.with_provider(provider) for t in pack.build(config, self.env))
             except PackConfigError as exc:
                 log.warning(
                     "pack_config_invalid",
@@ -108,6 +123,18 @@ class ToolboxFactory:
 
     async def close(self) -> None:
         await self.http.aclose()
+        await self.tool_http.aclose()
+
+
+_STATE_VALUE = {"closed": 0, "half_open": 1, "open": 2}
+
+
+def _breaker_changed(provider: str, old: BreakerState, new: BreakerState) -> None:
+    TOOL_BREAKER_STATE.labels(provider).set(_STATE_VALUE[new])
+    if new == "open":
+        TOOL_BREAKER_OPENS.labels(provider).inc()
+    level = logging.WARNING if new == "open" else logging.INFO
+    log.log(level, "tool_breaker", extra={"fields": {"provider": provider, "from": old, "to": new}})
 
 
 def _validate(pack: str, raw: dict[str, str]) -> dict[str, str]:

@@ -67,6 +67,7 @@ class Tool:
     injected: frozenset[str] = frozenset()
     bound: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     schema_json: str = ""  # the OpenAI tool schema, compact JSON, computed once
+    provider: str = ""  # circuit-breaker key (one upstream: a pack or one install); "" = none
 
     def openai_schema(self) -> dict[str, Any]:
         """A fresh copy of `{"type": "function", "function": {...}}` (safe to mutate)."""
@@ -88,6 +89,10 @@ class Tool:
         if unknown:
             raise TypeError(f"tool {self.name} has no injected parameter(s) {sorted(unknown)}")
         return dataclasses.replace(self, bound=MappingProxyType({**self.bound, **deps}))
+
+    def with_provider(self, provider: str) -> Tool:
+        """A copy whose calls go through the circuit breaker of `provider`."""
+        return dataclasses.replace(self, provider=provider)
 
     async def invoke(self, args: BaseModel, ctx: ToolContext) -> Any:
         """Call the function with validated arguments, the context and bound dependencies."""

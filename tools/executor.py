@@ -31,6 +31,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from tools import envelope
+from tools.breaker import BreakerBoard, CircuitBreaker
 from tools.declare import Tool
 from tools.errors import ToolArgumentError, ToolBusinessError, ToolTransientError
 from tools.idempotency import IdempotencyCache, KeyLocks, MemoryIdempotencyCache, idempotency_key
@@ -136,8 +137,10 @@ class ToolExecutor:
         *,
         idempotency: IdempotencyCache | None = None,
         on_record: RecordCallback | None = None,
+        breakers: BreakerBoard | None = None,
     ) -> None:
         self.config = config or ExecutorConfig()
+        self.breakers = breakers if breakers is not None else BreakerBoard()
         self._cache: IdempotencyCache = idempotency or MemoryIdempotencyCache()
         self._on_record = on_record
         self._locks = KeyLocks()
@@ -290,8 +293,11 @@ class ToolExecutor:
         cfg = self.config
         started = time.monotonic()
         attempt = 0
+        breaker = self.breakers.get(tool.provider) if tool.provider else None
         while True:
             attempt += 1
+            if breaker is not None and not breaker.allow():
+                return _breaker_open(tool, breaker, attempt - 1)
             failure: BaseException | None = None
             timed_out = False
             async with sem:
@@ -300,9 +306,13 @@ class ToolExecutor:
                     async with timer:
                         data = await tool.invoke(args, ctx)
                 except ToolBusinessError as exc:
+                    if breaker is not None:
+                        breaker.success()  # the provider answered
                     message = str(exc)[:1000] or "The request could not be completed."
                     return _fail("business_error", message, retryable=False, attempts=attempt)
                 except ToolArgumentError as exc:
+                    if breaker is not None:
+                        breaker.release()
                     return _fail(
                         "bad_arguments",
                         f"Invalid arguments for {tool.name}: {exc.field}: {exc.message}.",
@@ -310,21 +320,31 @@ class ToolExecutor:
                         fields={exc.field: exc.message},
                         attempts=attempt,
                     )
+                except asyncio.CancelledError:
+                    if breaker is not None:
+                        breaker.release()  # a cancelled probe must not hold the half-open slot
+                    raise
                 except Exception as exc:
                     failure = exc
                     timed_out = timer.expired()
             if failure is None:
+                if breaker is not None:
+                    breaker.success()
                 clean = envelope.jsonable(data)
                 content, size, trimmed = envelope.fit(clean, cfg.max_result_chars)
                 return _Result("ok", content, size, clean, trimmed, attempt)
             fields = {"call_id": call_id, "tool": tool.name, "attempt": attempt}
             if not (timed_out or is_transient(failure)):
+                if breaker is not None:
+                    breaker.release()
                 logger.exception(
                     "tool raised an unexpected error", exc_info=failure, extra={"fields": fields}
                 )
                 return _fail("unexpected_error", GENERIC_FAILURE, retryable=False, attempts=attempt)
             fields["error"] = "timeout" if timed_out else type(failure).__name__
             logger.warning("tool transient failure", extra={"fields": fields})
+            if breaker is not None:
+                breaker.failure()
             if tool.write and not isinstance(failure, ToolTransientError):
                 # A write that timed out or lost its connection may have acted already: running
                 # it again could act twice. Only a tool's own ToolTransientError says "nothing
@@ -339,7 +359,8 @@ class ToolExecutor:
                 )
             delay = self._backoff(attempt)
             late = time.monotonic() - started + delay > cfg.retry_budget
-            if attempt > cfg.max_retries or late:
+            tripped = breaker is not None and breaker.state == "open"
+            if attempt > cfg.max_retries or late or tripped:
                 return self._unavailable(tool, timed_out, attempt)
             await asyncio.sleep(delay)
 
@@ -357,6 +378,19 @@ class ToolExecutor:
             retryable=True,
             attempts=attempts,
         )
+
+
+def _breaker_open(tool: Tool, breaker: CircuitBreaker, attempts: int) -> _Result:
+    """The provider failed repeatedly and its breaker is open: answer now, without waiting."""
+    wait = breaker.retry_in()
+    when = f" in about {max(1, round(wait))}s" if wait > 0 else " shortly"
+    return _fail(
+        "transient_error",
+        f"{tool.name} is temporarily unavailable: its service failed repeatedly and is being "
+        f"given a rest. It can be tried again{when}; tell the user instead of waiting.",
+        retryable=True,
+        attempts=attempts,
+    )
 
 
 def _drop_nulls_for_defaults(args: dict[str, Any], tool: Tool) -> dict[str, Any]:

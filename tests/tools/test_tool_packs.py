@@ -12,7 +12,7 @@ from tools.registry import ToolRegistry
 
 
 def test_registry_of_packs() -> None:
-    assert set(PACKS) == {"orders", "weather"}
+    assert {"orders", "weather"} <= set(PACKS)  # plus packs of other installed distributions
     assert PACKS["orders"].tool_names == ("get_order_status",)
     assert PACKS["weather"].tool_names == ("get_current_weather", "get_weather_forecast")
     assert all(p.description for p in PACKS.values())

@@ -11,10 +11,13 @@ the parsed model. Building binds pre-declared tools, so it is cheap enough to do
 
 from __future__ import annotations
 
+import logging
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from importlib import import_module
+from importlib.metadata import entry_points
+from typing import Any, Generic, Literal, TypeVar
 
 import httpx
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
@@ -27,6 +30,7 @@ DEFAULT_GEOCODING_API_URL = "https://geocoding-api.open-meteo.com/v1/search"
 REDACTED = "********"
 
 C = TypeVar("C", bound=BaseModel)
+log = logging.getLogger("tools.packs")
 
 
 class PackConfigError(ValueError):
@@ -35,11 +39,20 @@ class PackConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class PackEnv:
-    """What packs need from the bot: one shared HTTP client and the provider endpoints."""
+    """What packs need from the bot: one shared HTTP client and the provider endpoints.
+
+    `tool_http` is the client for URLs a team's admin typed (orders, MCP): it only reaches the
+    hosts the operator allows (`tools.netguard`). `http` is for the operator's own endpoints.
+    """
 
     http: httpx.AsyncClient
     weather_api_url: str = DEFAULT_WEATHER_API_URL
     geocoding_api_url: str = DEFAULT_GEOCODING_API_URL
+    tool_http: httpx.AsyncClient | None = None
+
+    @property
+    def guarded_http(self) -> httpx.AsyncClient:
+        return self.tool_http if self.tool_http is not None else self.http
 
 
 class NoConfig(BaseModel):
@@ -56,6 +69,9 @@ class ToolPack(Generic[C]):
     builder: Callable[[C, PackEnv], Sequence[Tool]]
     tool_names: tuple[str, ...]
     secret_keys: frozenset[str] = field(default_factory=frozenset)
+    # One circuit breaker for the whole pack (a shared public API such as the weather's), or
+    # one per install (each team's own service).
+    breaker_scope: Literal["pack", "install"] = "install"
 
     def parse_args(self, args: str | Sequence[str]) -> C:
         """Settings from `url=http://x token=abc` (a string, shell-quoted, or a list of words)."""
@@ -121,12 +137,61 @@ def redacted(pack: ToolPack[Any], config: BaseModel | Mapping[str, Any]) -> dict
     return pack.redacted(config)
 
 
-def _load_packs() -> dict[str, ToolPack[Any]]:
-    from tools.packs.orders import ORDERS_PACK
-    from tools.packs.weather import WEATHER_PACK
+ENTRY_POINT_GROUP = "chatbot.tool_packs"
+_BUILT_IN = {
+    "orders": "tools.packs.orders:ORDERS_PACK",
+    "weather": "tools.packs.weather:WEATHER_PACK",
+}
 
-    return {p.name: p for p in (ORDERS_PACK, WEATHER_PACK)}
+
+def _load_packs() -> tuple[dict[str, ToolPack[Any]], dict[str, str]]:
+    """Packs registered under the `chatbot.tool_packs` entry-point group (the built-ins are
+    registered there too, by this distribution's pyproject.toml).
+
+    A pack that fails to import, is not a `ToolPack`, or clashes with another's name is left out
+    and reported (`PACK_ERRORS`, the log, `bot doctor`); it never stops the bot. The built-ins
+    are also loaded directly when the distribution's metadata is missing (a bare source tree).
+    """
+    packs: dict[str, ToolPack[Any]] = {}
+    errors: dict[str, str] = {}
+    seen: set[tuple[str, str]] = set()
+    found = [(ep.name, ep.value, ep.load) for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    for name, target in _BUILT_IN.items():
+        if not any(n == name for n, _v, _l in found):
+            found.append((name, target, _importer(target)))
+    for name, target, load in sorted(found, key=lambda f: (f[1] not in _BUILT_IN.values(), f[0])):
+        key = f"{name} ({target})"
+        if (name, target) in seen:
+            continue
+        seen.add((name, target))
+        try:
+            pack = load()
+        except Exception as exc:  # a third-party pack may raise anything while importing
+            errors[name] = f"cannot be loaded from {target}: {type(exc).__name__}: {exc}"[:300]
+            log.error("tool_pack_load_failed", extra={"fields": {"pack": key}}, exc_info=True)
+            continue
+        if not isinstance(pack, ToolPack):
+            errors[name] = f"{target} is a {type(pack).__name__}, not a ToolPack"
+            log.error("tool_pack_invalid", extra={"fields": {"pack": key}})
+            continue
+        if pack.name in packs:
+            errors[name] = f"{target} names itself {pack.name!r}, which another pack already uses"
+            log.error("tool_pack_duplicate", extra={"fields": {"pack": key}})
+            continue
+        packs[pack.name] = pack
+    return packs, errors
 
 
-PACKS: dict[str, ToolPack[Any]] = _load_packs()
+def _importer(target: str) -> Callable[[], Any]:
+    def load() -> Any:
+        module, _, attr = target.partition(":")
+        return getattr(import_module(module), attr)
+
+    return load
+
+
+PACKS: dict[str, ToolPack[Any]]
 """Every pack this bot can install, by name."""
+PACK_ERRORS: dict[str, str]
+"""Entry points that did not give a usable pack: name -> one line (for `bot doctor`)."""
+PACKS, PACK_ERRORS = _load_packs()

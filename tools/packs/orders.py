@@ -192,7 +192,7 @@ def _address(address: Any) -> str:
 
 
 def _build(config: OrdersConfig, env: PackEnv) -> list[Tool]:
-    client = OrdersClient(env.http, config.url, config.token)
+    client = OrdersClient(env.guarded_http, config.url, config.token)
     return [get_order_status.bind(client=client)]
 
 

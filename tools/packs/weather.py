@@ -277,4 +277,5 @@ WEATHER_PACK = ToolPack(
     config_model=NoConfig,
     builder=_build,
     tool_names=(get_current_weather.name, get_weather_forecast.name),
+    breaker_scope="pack",
 )
