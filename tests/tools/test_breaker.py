@@ -28,7 +28,10 @@ def test_state_machine() -> None:
     clock = Clock()
     changes: list[tuple[str, str, str]] = []
     brk = CircuitBreaker(
-        "p", BreakerConfig(threshold=3, cooldown=10), clock=clock, listener=lambda *a: changes.append(a)
+        "p",
+        BreakerConfig(threshold=3, cooldown=10),
+        clock=clock,
+        listener=lambda *a: changes.append(a),
     )
     for _ in range(2):
         assert brk.allow()
@@ -130,7 +133,7 @@ async def test_executor_opens_fails_fast_and_half_opens() -> None:
 
 
 async def test_timeouts_count_and_business_errors_do_not() -> None:
-    ex, reg, up, clock, board = _setup(threshold=2)
+    ex, reg, up, _clock, board = _setup(threshold=2)
     up.mode = "missing"
     for n in range(5):
         [r] = await ex.execute(_call(n), CTX, reg)
@@ -146,7 +149,7 @@ async def test_timeouts_count_and_business_errors_do_not() -> None:
 
 
 async def test_breakers_are_per_provider() -> None:
-    ex, reg, up, clock, board = _setup(threshold=1)
+    ex, reg, _up, _clock, board = _setup(threshold=1)
     await ex.execute(_call(1), CTX, reg)
     assert board.state("orders@slack:T1") == "open"
     assert board.state("orders@slack:T2") == "closed"

@@ -43,14 +43,12 @@ async def test_installed_distribution_pack_is_listed_installed_and_called(
     assert "`echo`" in listed.text
     done = await app.handle_command(cmd("install echo prefix=>>"))
     assert done.ok, done.text
-    fake_openai.push(
-        tool_calls([("echo_text", {"text": "hi there"})]), text("It said >>hi there.")
-    )
+    fake_openai.push(tool_calls([("echo_text", {"text": "hi there"})]), text("It said >>hi there."))
     sink = await say(app, "echo hi there")
     assert sink.final == "It said >>hi there."
     offered = {t["function"]["name"] for t in fake_openai.requests[0]["tools"]}
     assert "echo_text" in offered
-    tool_msg = [m for m in fake_openai.requests[1]["messages"] if m["role"] == "tool"][0]
+    tool_msg = next(m for m in fake_openai.requests[1]["messages"] if m["role"] == "tool")
     assert '"echo":">>hi there"' in tool_msg["content"]
     # Another team did not install it: not offered there.
     fake_openai.push(text("ok"))

@@ -13,7 +13,9 @@ from aiohttp import web
 from tools.netguard import BlockedHost, HostPolicy, event_hooks
 
 
-def _policy(text: str | None, *, multi: bool, dns: dict[str, list[str]] | None = None) -> HostPolicy:
+def _policy(
+    text: str | None, *, multi: bool, dns: dict[str, list[str]] | None = None
+) -> HostPolicy:
     base = HostPolicy.from_setting(text, multi_tenant=multi)
     if dns is None:
         return base
@@ -45,7 +47,12 @@ async def test_metadata_and_link_local_always_refused(url: str) -> None:
 async def test_multi_tenant_default_is_public_only() -> None:
     policy = _policy(None, multi=True, dns={"crm.example.com": ["93.184.216.34"]})
     await policy.check_url("https://crm.example.com/mcp")
-    for url in ("http://127.0.0.1:9000/", "http://10.1.2.3/", "http://192.168.0.4/", "http://[::1]/"):
+    for url in (
+        "http://127.0.0.1:9000/",
+        "http://10.1.2.3/",
+        "http://192.168.0.4/",
+        "http://[::1]/",
+    ):
         with pytest.raises(BlockedHost, match="private and local"):
             await policy.check_url(url)
 
@@ -57,7 +64,10 @@ async def test_single_tenant_default_allows_private() -> None:
 
 
 async def test_dns_is_resolved_before_judging() -> None:
-    dns = {"sneaky.example.com": ["93.184.216.34", "169.254.169.254"], "intra.example.com": ["10.0.0.9"]}
+    dns = {
+        "sneaky.example.com": ["93.184.216.34", "169.254.169.254"],
+        "intra.example.com": ["10.0.0.9"],
+    }
     policy = _policy(None, multi=True, dns=dns)
     with pytest.raises(BlockedHost, match="never reachable"):
         await policy.check_url("https://sneaky.example.com/")

@@ -48,7 +48,9 @@ async def test_multi_workspace_bot_keeps_team_urls_off_private_addresses(
 
         # The operator allows that host: the same install now works.
         fake_openai.reset()
-        app2 = await make_app(slack_client_id="1.2", slack_client_secret="s", bot_tool_hosts="127.0.0.1")
+        app2 = await make_app(
+            slack_client_id="1.2", slack_client_secret="s", bot_tool_hosts="127.0.0.1"
+        )
         assert (await app2.handle_command(cmd(f"install orders url={base}", team="T2"))).ok
         fake_openai.push(tool_calls([("get_order_status", {"order_id": "#W1"})]), text("ok"))
         await say(app2, "where is #W1?", team="T2")
