@@ -14,10 +14,10 @@ import signal
 
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
+from adapters.common.logs import emit
 from adapters.slack.app import SlackRuntime
 from adapters.slack.config import SlackConfig, SlackConfigError
 from adapters.slack.connguard import GuardedSite, app_runner
-from adapters.slack.logs import emit
 from adapters.slack.oauth import SlackInstallationStorage
 from adapters.slack.server import build_web_app
 from bot.core import BotCore

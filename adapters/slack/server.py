@@ -2,13 +2,12 @@
 
 POST /slack/events is read, signature-checked and parsed by `intake` first (413/408/401/400 with
 one short line and a metric, never a traceback), then goes through Bolt's dispatch, which acks
-events before any listener work runs. /healthz asks the core whether its
-stores answer; /metrics serves the bot's Prometheus registry.
+events before any listener work runs. /healthz and /metrics are the shared ones from
+`adapters.common.http`; every connection is watched by `connguard` (idle timeout).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -17,17 +16,17 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.request.async_request import AsyncBoltRequest
 
+from adapters.common.http import add_health_routes
+from adapters.common.logs import emit
 from adapters.slack import connguard
 from adapters.slack.app import EVENTS_PATH, INSTALL_PATH, REDIRECT_PATH, SlackRuntime
 from adapters.slack.config import SlackConfig
 from adapters.slack.intake import Refusal, verified_request
-from adapters.slack.logs import emit
 from adapters.slack.oauth import SlackInstallationStorage
 from bot import metrics
 from bot.core import BotCore
 
 RUNTIME: web.AppKey[SlackRuntime] = web.AppKey("slack_runtime", SlackRuntime)
-HEALTH_TIMEOUT = 3.0
 _LOG = logging.getLogger(__name__)
 MALFORMED_COMMAND = (
     "Sorry, I could not read that command (it came without a user or a workspace). "
@@ -82,29 +81,12 @@ async def _oauth_redirect(request: web.Request) -> web.Response:
     return await to_aiohttp_response(await flow.handle_callback(await to_bolt_request(request)))
 
 
-async def _healthz(request: web.Request) -> web.Response:
-    core = request.app[RUNTIME].core
-    try:
-        status = await asyncio.wait_for(core.health(), timeout=HEALTH_TIMEOUT)
-        components = {str(k): bool(v) for k, v in status.items()}
-    except Exception:
-        components = {"core": False}
-    ok = all(components.values())
-    return web.json_response({"ok": ok, "components": components}, status=200 if ok else 503)
-
-
-async def _metrics(request: web.Request) -> web.Response:
-    body, content_type = metrics.render()
-    return web.Response(body=body, headers={"Content-Type": content_type})
-
-
 def build_web_app(runtime: SlackRuntime, *, events: bool = True) -> web.Application:
     """Routes for `runtime`; `events=False` for Socket Mode (health, metrics and OAuth only)."""
     app = web.Application(client_max_size=runtime.config.max_body_bytes)
     app[RUNTIME] = runtime
     connguard.install(app, runtime.config.idle_timeout)
-    app.router.add_get("/healthz", _healthz)
-    app.router.add_get("/metrics", _metrics)
+    add_health_routes(app, runtime.core)
     if events:
         app.router.add_post(EVENTS_PATH, _events)
     if runtime.app.oauth_flow is not None:
