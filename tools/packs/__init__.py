@@ -168,7 +168,10 @@ def _load_packs() -> tuple[dict[str, ToolPack[Any]], dict[str, str]]:
             pack = load()
         except Exception as exc:  # a third-party pack may raise anything while importing
             errors[name] = f"cannot be loaded from {target}: {type(exc).__name__}: {exc}"[:300]
-            log.error("tool_pack_load_failed", extra={"fields": {"pack": key}}, exc_info=True)
+            # One line, no traceback: the reason is in PACK_ERRORS and `bot doctor`.
+            log.error(
+                "tool_pack_load_failed", extra={"fields": {"pack": key, "error": errors[name]}}
+            )
             continue
         if not isinstance(pack, ToolPack):
             errors[name] = f"{target} is a {type(pack).__name__}, not a ToolPack"
