@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+from cachetools import TTLCache
+
 from adapters.slack.logs import emit
-from adapters.slack.ttlcache import TTLCache
 from bot import metrics
 
 _LOG = logging.getLogger(__name__)
@@ -31,9 +32,10 @@ class Deduplicator:
 
     async def first(self, key: str) -> bool:
         """True exactly once per key (per process always; across processes via the core)."""
-        if not self._local.add(key, True):
+        if key in self._local:
             self._count(key, "local")
             return False
+        self._local[key] = True
         try:
             first = await self._first_delivery(key)
         except Exception as exc:  # the cache is down: answer rather than drop
