@@ -25,8 +25,9 @@ async def test_one_holder_per_key_in_arrival_order_and_forgotten_after() -> None
     holder = asyncio.create_task(first())
     await first_in.wait()
     waiters = [asyncio.create_task(waiter(n)) for n in ("a", "b", "c")]
-    while locks.users("s1") < 4:
+    for _ in range(3):  # let each waiter reach the lock
         await asyncio.sleep(0)
+    assert locks.users("s1") == 4
     async with locks.hold("other"):  # another key is not blocked
         assert locks.users("other") == 1
     release_first.set()
@@ -39,8 +40,8 @@ async def test_a_cancelled_waiter_leaves_no_entry() -> None:
     locks: KeyLocks[str] = KeyLocks()
     async with locks.hold("k"):
         waiting = asyncio.create_task(locks.hold("k").__aenter__())
-        while locks.users("k") < 2:
-            await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert locks.users("k") == 2
         waiting.cancel()
         await asyncio.gather(waiting, return_exceptions=True)
         assert locks.users("k") == 1
