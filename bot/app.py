@@ -239,8 +239,9 @@ class BotApp:
             await self.cache.delete(hot_key(session_id))
 
 
-async def build_app(settings: Settings) -> BotApp:
-    """Open the stores and the model client from settings."""
+async def build_app(settings: Settings, *, cache: Cache | None = None) -> BotApp:
+    """Open the stores and the model client from settings (every command and test builds the
+    app here). `cache`: an already-open cache to use instead of the one the settings name."""
     api_key = settings.require_openai_key()
     try:
         store = await open_store(
@@ -251,7 +252,8 @@ async def build_app(settings: Settings) -> BotApp:
     except Exception as exc:
         raise StartupError(f"cannot open the store: {exc}") from None
     try:
-        cache = open_cache(redis_url=settings.redis_url)
+        if cache is None:
+            cache = open_cache(redis_url=settings.redis_url, prefix=settings.bot_redis_prefix)
     except Exception as exc:
         await store.close()
         raise StartupError(f"cannot open the cache: {exc}") from None
