@@ -20,11 +20,11 @@ from tests.helpers import say
 
 BUDGET = 3000
 TURNS = 200
+# The summariser is held on purpose until turn 120; on a loaded machine those turns can take
+# longer than the suite's usual 10 s model timeout, which would abandon the held request and
+# start a second one. The timeout is not what these tests are about.
+HELD = {"bot_model_timeout": 600.0}
 FACT = "I am allergic to peanuts"
-# The gated summary request waits for ~120 turns: on a loaded machine that is longer than the
-# default test timeout, and a timed-out request is retried (a second summary request in flight
-# that the test would count). The timeout is not what this test is about.
-SETTINGS: dict[str, Any] = {"bot_context_tokens": BUDGET, "bot_model_timeout": 300.0}
 
 
 class SummaryBrain:
@@ -99,7 +99,7 @@ def brain(fake_openai: FakeOpenAI) -> SummaryBrain:
 async def test_long_conversation_sqlite_in_process(
     make_app: Any, fake_openai: FakeOpenAI, brain: SummaryBrain
 ) -> None:
-    app = await make_app(**SETTINGS)
+    app = await make_app(bot_context_tokens=BUDGET, **HELD)
     await _converse(app, fake_openai, brain, FACT)
 
 
@@ -114,11 +114,12 @@ async def test_long_conversation_mongo_and_redis(
     redis_prefix: str,
 ) -> None:
     app = await make_app(
-        **SETTINGS,
+        bot_context_tokens=BUDGET,
+        **HELD,
         mongodb_uri=mongo_uri,
         mongodb_db=f"t{uuid.uuid4().hex[:10]}",
         redis_url=redis_url,
-        bot_redis_prefix=redis_prefix,
+        redis_key_prefix=redis_prefix,
     )
     await _converse(app, fake_openai, brain, FACT)
 
@@ -126,5 +127,5 @@ async def test_long_conversation_mongo_and_redis(
 async def test_long_conversation_in_chinese(
     make_app: Any, fake_openai: FakeOpenAI, brain: SummaryBrain
 ) -> None:
-    app = await make_app(**SETTINGS)
+    app = await make_app(bot_context_tokens=BUDGET, **HELD)
     await _converse(app, fake_openai, brain, "我对花生过敏 (I am allergic to peanuts)")
