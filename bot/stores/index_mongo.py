@@ -20,7 +20,6 @@ from pymongo.errors import BulkWriteError
 from bot.keys import PersonKey, TeamKey
 from bot.stores import codec
 from bot.stores.memory_index import (
-    CURSOR_OVERLAP,
     IndexChanges,
     MemoryEntry,
     MemoryScope,
@@ -30,6 +29,9 @@ from bot.stores.mongo import _unavailable
 
 Doc = dict[str, Any]
 _DUPLICATE_KEY = 11000
+# Readers re-fetch this many change stamps below their cursor: a stamp is taken before its
+# insert lands, so a slow writer can land just below a reader's cursor.
+CURSOR_OVERLAP = 64
 
 
 def _doc(entry: MemoryEntry, stamp: int) -> Doc:

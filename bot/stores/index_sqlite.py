@@ -17,7 +17,6 @@ import numpy as np
 from bot.keys import PersonKey, TeamKey
 from bot.stores import codec
 from bot.stores.memory_index import (
-    CURSOR_OVERLAP,
     IndexChanges,
     MemoryEntry,
     MemoryScope,
@@ -157,7 +156,7 @@ class SqliteMemoryIndex:
         team = scope.team.id
         places = list(scope.places)
         person = scope.person.id if scope.person is not None else None
-        since = max(after - CURSOR_OVERLAP, 0) if after else 0
+        since = after  # one writer thread: stamps land in order, no overlap needed
         where = []
         params: list[object] = [team, since]
         if places:

@@ -29,10 +29,6 @@ from bot.stores.records import _Record, utcnow
 
 EntryKind = Literal["excerpt", "summary", "memory"]
 
-# Readers re-fetch this many change stamps below their cursor: in MongoDB a stamp is taken
-# before the insert lands, so a slow writer can land just below a reader's cursor.
-CURSOR_OVERLAP = 64
-
 
 class MemoryEntry(_Record):
     """One retrievable memory. `id` is chosen by the writer and deterministic (the same source
@@ -116,7 +112,9 @@ class MemoryIndex(Protocol):
         Returns how many were new. ValueError (see `check_entry`) before writing anything."""
 
     async def changes(self, scope: MemoryScope, *, after: int = 0) -> IndexChanges:
-        """The scope's entries with stamp > after (oldest stamp first), in one round trip."""
+        """The scope's entries with stamp > after (oldest stamp first), in one round trip.
+        A backend may hand out some entries at or below `after` again (readers merge by id and
+        stamp); it never leaves out one above it."""
 
     async def get(self, team: TeamKey, ids: Sequence[str]) -> list[MemoryEntry]:
         """Entries of this team by id (missing ids are skipped)."""
