@@ -48,12 +48,8 @@ from bot.stores.sqlite import SqliteStore
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
-_MONTHS = {
-    m: i + 1
-    for i, m in enumerate(
-        "january february march april may june july august september october november december".split()
-    )
-}
+_MONTH_NAMES = "january february march april may june july august september october november"
+_MONTHS = {m: i + 1 for i, m in enumerate(f"{_MONTH_NAMES} december".split())}
 
 
 def parse_date(text: str) -> datetime:
