@@ -27,7 +27,7 @@ from bot.model import ModelClient, ModelError
 from bot.stores.factory import open_cache, open_store
 from bot.stores.protocols import Cache, LockTimeout, Store, StoreUnavailable
 from bot.tokens import TokenCounter
-from bot.toolbox import ToolboxFactory, pack_catalog
+from bot.toolbox import ToolboxFactory
 from bot.turn import STORE_DOWN_REPLY, Model, TurnResult, TurnRunner
 from tools.keylocks import KeyLocks
 
@@ -77,6 +77,7 @@ class BotApp:
             idle_ttl=settings.bot_session_ttl,
         )
         self.toolboxes = ToolboxFactory(settings, store=store, cache=cache)
+        self.toolboxes.count_tokens = self.counter.tools
         self.runner = TurnRunner(
             model=MeteredModel(model, "chat"),
             memory=self.memory,
@@ -87,7 +88,7 @@ class BotApp:
         )
         self.commands = CommandHandler(
             store,
-            pack_catalog(),
+            self.toolboxes.catalog(),
             admins=settings.admin_ids,
             on_erased=self._forget_hot,
             box=self.toolboxes.box,

@@ -7,6 +7,7 @@ only to the person who ran the command.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import shlex
@@ -18,7 +19,7 @@ from bot.core import CommandReply, CommandRequest
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.secrets import SecretBox
 from bot.stores.protocols import Store
-from bot.stores.records import SessionState
+from bot.stores.records import SessionState, ToolInstall
 from tools.packs import PackConfigError, parse_settings
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,15 @@ class ErasureCounts:
     summaries: int = 0
 
 
+class PackProbeError(ValueError):
+    """An install's service failed its check; `forceable`: `force=yes` may install it anyway
+    (a server that is down), otherwise never (a host the operator does not allow)."""
+
+    def __init__(self, message: str, *, forceable: bool) -> None:
+        super().__init__(message)
+        self.forceable = forceable
+
+
 class PackCatalog:
     """What the command layer needs to know about installable packs (see bot.toolbox)."""
 
@@ -52,12 +62,26 @@ class PackCatalog:
         validate: Callable[[str, dict[str, str]], dict[str, str]],
         redact: Callable[[str, dict[str, str]], dict[str, str]],
         secret_keys: Callable[[str], frozenset[str]] = lambda _pack: frozenset(),
+        *,
+        install_name: Callable[[str, dict[str, str]], str] = lambda pack, _cfg: pack,
+        probe: Callable[[TeamKey, str, str, dict[str, str]], Awaitable[str]] | None = None,
+        status: Callable[[TeamKey, ToolInstall], Awaitable[str]] | None = None,
+        on_removed: Callable[[TeamKey, str, str, str], Awaitable[None]] | None = None,
+        on_installed: Callable[[TeamKey, str, str, str], Awaitable[None]] | None = None,
+        history: Callable[[TeamKey, set[str]], Awaitable[list[str]]] | None = None,
     ) -> None:
         self.names = names
         self.describe = describe
         self.validate = validate  # raises ValueError with a user-facing message
         self.redact = redact
         self.secret_keys = secret_keys  # settings sealed at rest when a SecretBox is given
+        self.install_name = install_name  # `mcp name=crm` is installed (and removed) as `crm`
+        self.probe = probe  # checks the service before storing; PackProbeError, or a summary
+        self.status = status  # health of one install, for the listing
+        # (team, install name, pack type, who): drop pooled sessions/breakers; audit
+        self.on_removed = on_removed
+        self.on_installed = on_installed
+        self.history = history  # the team's last installs, removals and breaker openings
 
 
 class CommandHandler:
@@ -211,29 +235,74 @@ class CommandHandler:
                 ok=False,
             )
         pack = args[0]
+        if action == "remove":
+            return await self._remove_pack(team, pack, req.user)
         if pack not in set(self.catalog.names()):
             available = ", ".join(sorted(self.catalog.names()))
             return CommandReply(
                 f"There is no tool pack `{pack}`. Available: {available}.", ok=False
             )
-        if action == "remove":
-            if await self.store.remove(team, pack):
-                return CommandReply(f"Removed the `{pack}` tool pack.")
-            return CommandReply(f"The `{pack}` tool pack isn't installed here.", ok=False)
         try:
             raw = parse_settings(args[1:])  # never echoes a word: it may be a bare token
         except PackConfigError as exc:
             return CommandReply(f"Can't install `{pack}`: {exc}. {TOOLS_HELP}", ok=False)
+        force = raw.pop("force", "").strip().lower() in ("yes", "true", "1")
         try:
             config = self.catalog.validate(pack, raw)
         except ValueError as exc:
             return CommandReply(f"Can't install `{pack}`: {exc}", ok=False)
-        await self.store.install(team, pack, self._sealed(pack, config), by=req.user)
+        return await self._install_pack(req, team, pack, config, force=force)
+
+    async def _install_pack(
+        self, req: CommandRequest, team: TeamKey, pack: str, config: dict[str, str], *, force: bool
+    ) -> CommandReply:
+        name = self.catalog.install_name(pack, config)
+        if name != pack and name in set(self.catalog.names()):
+            return CommandReply(
+                f"Can't install `{pack}` as `{name}`: that is the name of a tool pack. "
+                "Pick another name.",
+                ok=False,
+            )
+        existing = {i.pack: i for i in await self.store.installed(TeamKey(req.platform, req.team))}
+        other = existing.get(name)
+        if other is not None and other.config.get("pack", other.pack) != pack:
+            return CommandReply(
+                f"Can't install `{pack}` as `{name}`: `{name}` is already installed here. "
+                f"Remove it first with `/tools remove {name}`, or pick another name.",
+                ok=False,
+            )
+        summary = ""
+        if self.catalog.probe is not None:
+            try:
+                summary = await self.catalog.probe(team, pack, name, config)
+            except PackProbeError as exc:
+                if not (force and exc.forceable):
+                    hint = " Check the URL and token, or add `force=yes` to install it anyway."
+                    return CommandReply(
+                        f"Can't install `{name}`: {exc}." + (hint if exc.forceable else ""),
+                        ok=False,
+                    )
+                summary = f"installed anyway, but {exc}"
+        stored = dict(config) if name == pack else {**config, "pack": pack}
+        await self.store.install(team, name, self._sealed(pack, stored), by=req.user)
+        if self.catalog.on_installed is not None:
+            await self.catalog.on_installed(team, name, pack, req.user)
         shown = self.catalog.redact(pack, config)
         settings = ", ".join(f"{k}={v}" for k, v in sorted(shown.items()))
+        label = f"`{pack}` tool pack" if name == pack else f"`{pack}` tool pack as `{name}`"
         return CommandReply(
-            f"Installed the `{pack}` tool pack" + (f" ({settings})." if settings else ".")
+            f"Installed the {label}"
+            + (f" ({settings})" if settings else "")
+            + (f": {summary}." if summary else ".")
         )
+
+    async def _remove_pack(self, team: TeamKey, name: str, by: str) -> CommandReply:
+        kinds = {i.pack: i.config.get("pack", i.pack) for i in await self.store.installed(team)}
+        if await self.store.remove(team, name):
+            if self.catalog.on_removed is not None:
+                await self.catalog.on_removed(team, name, kinds.get(name, name), by)
+            return CommandReply(f"Removed the `{name}` tool pack.")
+        return CommandReply(f"The `{name}` tool pack isn't installed here.", ok=False)
 
     def _sealed(self, pack: str, config: dict[str, str]) -> dict[str, str]:
         if self.box is None:
@@ -250,5 +319,21 @@ class CommandHandler:
                 + ", ".join(f"`{n}`" for n in available)
                 + ". An admin can run `/tools install <pack>`."
             )
-        lines = [f"• `{i.pack}` — {self.catalog.describe(i.pack)}" for i in installed]
+        statuses = [""] * len(installed)
+        if self.catalog.status is not None:
+            statuses = list(
+                await asyncio.gather(*(self.catalog.status(team, i) for i in installed))
+            )
+        lines = []
+        for install, status in zip(installed, statuses, strict=True):
+            kind = install.config.get("pack", install.pack)
+            label = f"`{install.pack}`" + (f" ({kind})" if kind != install.pack else "")
+            line = f"• {label} — {self.catalog.describe(kind)}"
+            lines.append(line + (f" — _{status}_" if status else ""))
+        if self.catalog.history is not None:
+            kinds = {i.config.get("pack", i.pack) for i in installed}
+            recent = await self.catalog.history(team, kinds)
+            if recent:
+                lines.append("Recent changes:")
+                lines.extend(f"• {r}" for r in recent)
         return CommandReply("Tool packs installed here:\n" + "\n".join(lines))

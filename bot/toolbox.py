@@ -8,41 +8,88 @@ instead of breaking the turn.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
-from bot.commands import PackCatalog
+from bot.commands import PackCatalog, PackProbeError
 from bot.config import Settings
 from bot.keys import SessionKey, TeamKey
 from bot.memory.remember import remember
 from bot.metrics import TOOL_BREAKER_OPENS, TOOL_BREAKER_STATE
 from bot.secrets import SecretBox, SecretsUnavailable, open_value
 from bot.stores.protocols import Cache, Store
-from bot.stores.records import ToolCallLog
+from bot.stores.records import ToolCallLog, ToolInstall
+from bot.tool_audit import ALL_TEAMS, ToolAudit
 from tools.breaker import BreakerBoard, BreakerState
 from tools.declare import Tool
 from tools.executor import ExecutorConfig, ToolExecutor
-from tools.netguard import event_hooks
-from tools.packs import PACKS, PackConfigError, PackEnv
+from tools.mcp.connection import McpPool
+from tools.netguard import BlockedHost, event_hooks
+from tools.packs import PACKS, PackConfigError, PackEnv, PackUnavailable
 from tools.registry import ToolRegistry
+from tools.selection import ToolSelector
 from tools.types import ToolCallRecord, ToolCallRequest, ToolContext
 
 log = logging.getLogger(__name__)
 
+BUILD_TIMEOUT = 8.0  # most a turn waits for one install's tool list (an MCP server's)
+
 
 class Toolbox:
-    """A registry plus the shared executor; what the turn loop calls."""
+    """A registry plus the shared executor; what the turn loop calls.
 
-    def __init__(self, registry: ToolRegistry, executor: ToolExecutor) -> None:
+    `notes` tell the model which installed tools are missing this turn (server down), so it can
+    say so instead of guessing. With many tools, `prepare` picks the ones to offer for the
+    message (`tools.selection`); a tool the model calls that was installed but not offered is
+    run all the same (its arguments are validated as always) and offered from the next round.
+    """
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        executor: ToolExecutor,
+        notes: list[str] | None = None,
+        *,
+        selector: ToolSelector | None = None,
+        always: frozenset[str] = frozenset(),
+        count_tokens: Callable[[list[dict[str, Any]]], int] | None = None,
+        budget: int = 0,
+    ) -> None:
         self.registry = registry
         self.executor = executor
+        self._notes = notes or []
+        self._selector = selector
+        self._always = always
+        self._count = count_tokens
+        self._budget = budget
+        self.offered: set[str] | None = None  # None: everything installed is offered
+
+    async def prepare(self, text: str, earlier: list[str], used: set[str]) -> None:
+        if self._selector is None or len(self.registry) <= 1:
+            return
+        schemas = self.registry.openai_schemas()
+        tokens = self._count(schemas) if self._count is not None else 0
+        if not self._selector.needed(len(schemas), tokens, self._budget):
+            return
+        keep = self._always | (used & set(self.registry.names()))
+        self.offered = set(await self._selector.choose(schemas, text, earlier, always=keep))
 
     def schemas(self) -> list[dict[str, Any]]:
-        return self.registry.openai_schemas()
+        schemas = self.registry.openai_schemas()
+        if self.offered is None:
+            return schemas
+        return [s for s in schemas if s["function"]["name"] in self.offered]
+
+    def notes(self) -> list[str]:
+        return list(self._notes)
 
     async def run(self, calls: list[ToolCallRequest], ctx: ToolContext) -> list[ToolCallRecord]:
+        if self.offered is not None:
+            self.offered |= {c.name for c in calls if c.name in self.registry}
         return await self.executor.execute(calls, ctx, self.registry)
 
 
@@ -63,42 +110,183 @@ class ToolboxFactory:
         self.tool_http = httpx.AsyncClient(
             timeout=httpx.Timeout(10.0, connect=5.0), event_hooks=event_hooks(self.host_policy)
         )
+        self.mcp = McpPool(self.host_policy)
         self.env = PackEnv(
             http=self.http,
             weather_api_url=settings.weather_api_url,
             geocoding_api_url=settings.geocoding_api_url,
             tool_http=self.tool_http,
+            mcp=self.mcp,
         )
+        self.audit = ToolAudit(cache)
+        self._kinds: dict[str, str] = {}  # breaker provider -> pack type, for the audit
+        self._audit_tasks: set[asyncio.Task[None]] = set()
         self.breakers = BreakerBoard()
-        self.breakers.add_listener(_breaker_changed)
+        self.breakers.add_listener(self._breaker_changed)
         self.executor = ToolExecutor(
             config, idempotency=cache, on_record=self._record, breakers=self.breakers
         )
         self.base = ToolRegistry([remember.bind(facts=store)])
+        self.build_timeout = BUILD_TIMEOUT
+        # Many tools: offer the relevant ones per turn. The embedder (episodic memory's, when
+        # the app has one) is optional; set `selector.embedder` to use it.
+        self.selector = ToolSelector()
+        self.count_tokens: Callable[[list[dict[str, Any]]], int] | None = None
+        self.budget = settings.bot_context_tokens
 
     async def for_team(self, team: TeamKey) -> Toolbox:
+        installs = await self.store.installed(team)
+        if not installs:
+            return self._toolbox(self.base, [])
+        built = await asyncio.gather(*(self._build(team, i) for i in installs))
         tools: list[Tool] = []
-        for install in await self.store.installed(team):
-            pack = PACKS.get(install.pack)
-            if pack is None:
-                continue
+        taken = set(self.base.names())
+        notes: list[str] = []
+        for install, (pack_tools, note) in zip(installs, built, strict=True):
+            if note:
+                notes.append(note)
+            for t in pack_tools:
+                if t.name in taken:  # e.g. an MCP pack whose namespaced name hits a built-in
+                    log.warning(
+                        "tool_name_clash",
+                        extra={"fields": {"team": team.id, "pack": install.pack, "tool": t.name}},
+                    )
+                    continue
+                taken.add(t.name)
+                tools.append(t)
+        return self._toolbox(self.base | tools if tools else self.base, notes)
+
+    def _toolbox(self, registry: ToolRegistry, notes: list[str]) -> Toolbox:
+        return Toolbox(
+            registry,
+            self.executor,
+            notes,
+            selector=self.selector,
+            always=frozenset(self.base.names()),
+            count_tokens=self.count_tokens,
+            budget=self.budget,
+        )
+
+    async def _build(self, team: TeamKey, install: ToolInstall) -> tuple[list[Tool], str]:
+        """One install's tools, or none and a note for the model when its service is down."""
+        kind = install.config.get("pack", install.pack)
+        pack = PACKS.get(kind)
+        fields = {"team": team.id, "pack": install.pack}
+        if pack is None:
+            return [], ""
+        try:
+            config = {k: open_value(self.box, v) for k, v in install.config.items() if k != "pack"}
+        except SecretsUnavailable as exc:
+            log.warning("pack_secret_unavailable", extra={"fields": {**fields, "error": str(exc)}})
+            return [], ""
+        provider = pack.name if pack.breaker_scope == "pack" else self.provider(team, install.pack)
+        try:
+            async with asyncio.timeout(self.build_timeout):
+                built = await pack.build_async(config, self.env, self.provider(team, install.pack))
+        except PackConfigError as exc:
+            log.warning("pack_config_invalid", extra={"fields": {**fields, "error": str(exc)}})
+            return [], ""
+        except (PackUnavailable, TimeoutError) as exc:
+            why = str(exc) if isinstance(exc, PackUnavailable) else "it did not answer in time"
+            log.warning("pack_unavailable", extra={"fields": {**fields, "reason": why}})
+            return [], (
+                f"The tools of the `{install.pack}` pack are unavailable right now ({why}). "
+                "If the user needs them, say so instead of guessing."
+            )
+        self._kinds[provider] = pack.name
+        return [t.with_provider(provider) for t in built], ""
+
+    def catalog(self) -> PackCatalog:
+        """The command layer's view of the packs, with install-time checks of this bot."""
+        return PackCatalog(
+            names=lambda: PACKS.keys(),
+            describe=lambda name: PACKS[name].description if name in PACKS else "(unknown pack)",
+            validate=_validate,
+            redact=lambda name, cfg: PACKS[name].redacted(cfg) if name in PACKS else {},
+            secret_keys=lambda name: PACKS[name].secret_keys if name in PACKS else frozenset(),
+            install_name=lambda name, cfg: PACKS[name].install_name(cfg) if name in PACKS else name,
+            probe=self._probe,
+            status=self._status,
+            on_removed=self._removed,
+            on_installed=self._installed,
+            history=self._history,
+        )
+
+    async def _probe(self, team: TeamKey, pack: str, name: str, config: dict[str, str]) -> str:
+        """Before an install is stored: is its URL allowed, and does its server answer?"""
+        p = PACKS[pack]
+        url = config.get("url")
+        if url:
             try:
-                config = {k: open_value(self.box, v) for k, v in install.config.items()}
-            except SecretsUnavailable as exc:
-                log.warning(
-                    "pack_secret_unavailable",
-                    extra={"fields": {"team": team.id, "pack": install.pack, "error": str(exc)}},
-                )
-                continue
-            provider = pack.name if pack.breaker_scope == "pack" else f"{install.pack}@{team.id}"
-            try:
-                tools.extend(t.with_provider(provider) for t in pack.build(config, self.env))
-            except PackConfigError as exc:
-                log.warning(
-                    "pack_config_invalid",
-                    extra={"fields": {"team": team.id, "pack": install.pack, "error": str(exc)}},
-                )
-        return Toolbox(self.base | tools if tools else self.base, self.executor)
+                await self.host_policy.check_url(url)
+            except BlockedHost as exc:
+                raise PackProbeError(str(exc), forceable=False) from None
+        if p.loader is None:
+            return ""
+        try:
+            async with asyncio.timeout(self.build_timeout):
+                tools = await p.build_async(config, self.env, self.provider(team, name))
+        except PackUnavailable as exc:
+            raise PackProbeError(str(exc), forceable=True) from None
+        except TimeoutError:
+            raise PackProbeError("the server did not answer in time", forceable=True) from None
+        names = sorted(t.name for t in tools)
+        shown = ", ".join(f"`{n}`" for n in names[:15]) + (" …" if len(names) > 15 else "")
+        return f"{len(names)} tool(s): {shown}" if names else "the server lists no tools"
+
+    async def _status(self, team: TeamKey, install: ToolInstall) -> str:
+        """Health of one install for `/tools`: its server (checked now, briefly) and breaker."""
+        pack = PACKS.get(install.config.get("pack", install.pack))
+        provider = self.provider(team, install.pack)
+        parts: list[str] = []
+        if pack is not None and pack.loader is not None:
+            _tools, note = await self._build(team, install)
+            conn = self.mcp.get(provider)
+            if note or conn is None or conn.health != "ok":
+                detail = conn.detail if conn is not None and conn.detail else "not reachable"
+                parts.append(f"unhealthy: {detail}")
+            else:
+                parts.append("healthy")
+        key = pack.name if pack is not None and pack.breaker_scope == "pack" else provider
+        state = self.breakers.state(key)
+        if state != "closed":
+            brk = self.breakers.get(key)
+            wait = f", retry in {round(brk.retry_in())}s" if state == "open" else ""
+            parts.append(f"breaker {state.replace('_', '-')} after repeated failures{wait}")
+        return "; ".join(parts)
+
+    async def _removed(self, team: TeamKey, name: str, kind: str, by: str) -> None:
+        provider = self.provider(team, name)
+        await self.mcp.forget(provider)
+        self.breakers.forget(provider)
+        await self.audit.record(team.id, "removed", name, kind=kind, by=by)
+
+    async def drain_audit(self) -> None:
+        """Wait for audit entries being written (tests, shutdown)."""
+        if self._audit_tasks:
+            await asyncio.gather(*self._audit_tasks, return_exceptions=True)
+
+    async def _installed(self, team: TeamKey, name: str, kind: str, by: str) -> None:
+        await self.audit.record(team.id, "installed", name, kind=kind, by=by)
+
+    async def _history(self, team: TeamKey, kinds: set[str]) -> list[str]:
+        return [e.line() for e in await self.audit.recent(team.id, kinds)]
+
+    def _breaker_changed(self, provider: str, old: BreakerState, new: BreakerState) -> None:
+        _breaker_metrics(provider, old, new)
+        if new != "open" or old == "half_open":  # record the first opening, not each re-open
+            return
+        name, _, team = provider.partition("@")
+        kind = self._kinds.get(provider, name)
+        coro = self.audit.record(team or ALL_TEAMS, "breaker_opened", name, kind=kind)
+        task = asyncio.get_running_loop().create_task(coro)
+        self._audit_tasks.add(task)
+        task.add_done_callback(self._audit_tasks.discard)
+
+    @staticmethod
+    def provider(team: TeamKey, install_name: str) -> str:
+        """The circuit-breaker (and MCP session) key of one install."""
+        return f"{install_name}@{team.id}"
 
     async def _record(self, record: ToolCallRecord, ctx: ToolContext) -> None:
         try:
@@ -123,6 +311,8 @@ class ToolboxFactory:
             log.warning("tool_call_log_failed", extra={"fields": {"call_id": record.call_id}})
 
     async def close(self) -> None:
+        await self.drain_audit()
+        await self.mcp.aclose()
         await self.http.aclose()
         await self.tool_http.aclose()
 
@@ -130,7 +320,7 @@ class ToolboxFactory:
 _STATE_VALUE = {"closed": 0, "half_open": 1, "open": 2}
 
 
-def _breaker_changed(provider: str, old: BreakerState, new: BreakerState) -> None:
+def _breaker_metrics(provider: str, old: BreakerState, new: BreakerState) -> None:
     TOOL_BREAKER_STATE.labels(provider).set(_STATE_VALUE[new])
     if new == "open":
         TOOL_BREAKER_OPENS.labels(provider).inc()
@@ -144,13 +334,3 @@ def _validate(pack: str, raw: dict[str, str]) -> dict[str, str]:
         return p.dump_config(p.load_config(raw))
     except PackConfigError as exc:
         raise ValueError(str(exc)) from None
-
-
-def pack_catalog() -> PackCatalog:
-    return PackCatalog(
-        names=lambda: PACKS.keys(),
-        describe=lambda name: PACKS[name].description if name in PACKS else "(unknown pack)",
-        validate=_validate,
-        redact=lambda name, cfg: PACKS[name].redacted(cfg) if name in PACKS else {},
-        secret_keys=lambda name: PACKS[name].secret_keys if name in PACKS else frozenset(),
-    )

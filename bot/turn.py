@@ -61,6 +61,14 @@ class Toolbox(Protocol):
 
     def schemas(self) -> list[dict[str, Any]]: ...
 
+    def notes(self) -> list[str]:
+        """Installed tools missing this turn (their server is down), said to the model."""
+        ...
+
+    async def prepare(self, text: str, earlier: list[str], used: set[str]) -> None:
+        """Choose the tools to offer for this message (all of them unless there are many)."""
+        ...
+
     async def run(self, calls: list[ToolCallRequest], ctx: ToolContext) -> list[ToolCallRecord]: ...
 
 
@@ -163,8 +171,15 @@ class TurnRunner:
             speaker=person.id,
         )
         current: list[dict[str, Any]] = [{"role": "user", "content": msg.text}]
+        notes = toolbox.notes()
+        if notes:
+            current.insert(0, {"role": "system", "content": "\n".join(notes)})
+        earlier = [m.content for m in history if m.role == "user" and m.speaker == person.id]
+        used = {c["function"]["name"] for m in history for c in (m.tool_calls or [])}
+        await toolbox.prepare(msg.text, earlier[-3:], used)
         schemas = toolbox.schemas()
         tools_tokens = self.builder.counter.tools(schemas)
+        tools_rejected = False
         ctx = ToolContext(
             session_id=session.id,
             speaker_id=person.id,
@@ -178,6 +193,10 @@ class TurnRunner:
             final_round = round_no > self.max_rounds
             if final_round:
                 current.append({"role": "system", "content": FINAL_ANSWER_NOTE})
+            if round_no > 1 and not tools_rejected:  # a tool asked for may be offered now
+                offered = toolbox.schemas()
+                if len(offered) != len(schemas):
+                    schemas, tools_tokens = offered, self.builder.counter.tools(offered)
             built = self.builder.build(view, current, tools_tokens=tools_tokens)
             result.request_tokens.append(built.tokens)
             result.rounds = round_no
@@ -195,7 +214,7 @@ class TurnRunner:
                 # Some OpenAI-compatible servers/models reject function tools outright: answer
                 # without them rather than not at all (the model cannot remember or look up).
                 log.warning("model_rejected_tools", extra={"fields": {"turn_id": turn_id}})
-                schemas, tools_tokens = [], 0
+                schemas, tools_tokens, tools_rejected = [], 0, True
                 built = self.builder.build(view, current, tools_tokens=0)
                 result.request_tokens[-1] = built.tokens
                 response = await self.model.complete(

@@ -68,6 +68,9 @@ class Tool:
     bound: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     schema_json: str = ""  # the OpenAI tool schema, compact JSON, computed once
     provider: str = ""  # circuit-breaker key (one upstream: a pack or one install); "" = none
+    # Tools described by a JSON Schema of their own (MCP): coerces and checks the arguments
+    # object before `args_model`, returning (arguments, {field: problem}).
+    check_args: Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, str]]] | None = None
 
     def openai_schema(self) -> dict[str, Any]:
         """A fresh copy of `{"type": "function", "function": {...}}` (safe to mutate)."""

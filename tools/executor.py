@@ -228,6 +228,16 @@ class ToolExecutor:
                 retryable=True,
                 fields=fields,
             )
+        if tool.check_args is not None:
+            parsed, problems = tool.check_args(parsed)
+            if problems:
+                listing = "; ".join(f"{k}: {v}" for k, v in problems.items())
+                return _fail(
+                    "bad_arguments",
+                    f"Invalid arguments for {tool.name}: {listing}. Fix these and call it again.",
+                    retryable=True,
+                    fields=problems,
+                )
         try:
             args = tool.args_model.model_validate(parsed)
         except ValidationError as exc:

@@ -9,6 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from bot.core import CommandRequest
+from bot.keys import TeamKey
 from bot.metrics import render
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.helpers import say
@@ -39,7 +40,11 @@ async def test_multi_workspace_bot_keeps_team_urls_off_private_addresses(
     async with serve_app(await _orders_app(hits)) as base:
         # Slack OAuth: several workspaces' admins can install packs; BOT_TOOL_HOSTS unset.
         app = await make_app(slack_client_id="1.2", slack_client_secret="s")
-        assert (await app.handle_command(cmd(f"install orders url={base}"))).ok
+        refused = await app.handle_command(cmd(f"install orders url={base} force=yes"))
+        assert not refused.ok and "private and local addresses" in refused.text
+        assert await app.store.installed(TeamKey("test", "T1")) == []
+        # Installed before the operator restricted hosts: refused at call time as well.
+        await app.store.install(TeamKey("test", "T1"), "orders", {"url": base}, by="U1")
         fake_openai.push(tool_calls([("get_order_status", {"order_id": "#W1"})]), text("sorry"))
         await say(app, "where is #W1?")
         result = _tool_result(fake_openai)

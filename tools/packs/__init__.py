@@ -1,150 +1,52 @@
 """Installable tool packs: what an admin adds to a workspace with `/tools install`.
 
-A `ToolPack` names a set of tools, the settings an install takes (a pydantic model validated
-from the `key=value` words `parse_settings` reads), which settings are secrets (never shown or
-logged: use `redacted`), and how to build the tools from settings plus a `PackEnv` (the shared
-HTTP client and provider URLs the caller read from its configuration; packs read no environment
-variables).
-
-Stored installs keep settings as `dict[str, str]` (`dump_config`); `build` accepts that dict or
-the parsed model. Building binds pre-declared tools, so it is cheap enough to do per turn.
+The types live in `tools.packs.base` (a pack module imports them from there). `PACKS` is every
+pack this bot can install, found through the `chatbot.tool_packs` entry-point group on first use
+(so importing a pack module on its own never loads the others).
 """
 
 from __future__ import annotations
 
 import logging
-import shlex
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from importlib import import_module
 from importlib.metadata import entry_points
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any
 
-import httpx
-from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
+from tools.packs.base import (
+    DEFAULT_GEOCODING_API_URL,
+    DEFAULT_WEATHER_API_URL,
+    REDACTED,
+    NoConfig,
+    PackConfigError,
+    PackEnv,
+    PackUnavailable,
+    ToolPack,
+    parse_settings,
+    redacted,
+)
 
-from tools.declare import Tool
-from tools.schema import field_errors
+__all__ = [
+    "DEFAULT_GEOCODING_API_URL",
+    "DEFAULT_WEATHER_API_URL",
+    "ENTRY_POINT_GROUP",
+    "PACKS",
+    "PACK_ERRORS",
+    "REDACTED",
+    "NoConfig",
+    "PackConfigError",
+    "PackEnv",
+    "PackUnavailable",
+    "ToolPack",
+    "parse_settings",
+    "redacted",
+]
 
-DEFAULT_WEATHER_API_URL = "https://api.open-meteo.com/v1/forecast"
-DEFAULT_GEOCODING_API_URL = "https://geocoding-api.open-meteo.com/v1/search"
-REDACTED = "********"
-
-C = TypeVar("C", bound=BaseModel)
 log = logging.getLogger("tools.packs")
-
-
-class PackConfigError(ValueError):
-    """Install settings are wrong; the message is one line, safe to show (no secret values)."""
-
-
-def parse_settings(words: str | Sequence[str]) -> dict[str, str]:
-    """Install settings from `url=http://x token=abc` (shell-quoted text or a list of words).
-
-    The one key=value parser (the command layer and tests use it). A word without `=`, an empty
-    key or a key given twice is a PackConfigError; the offending word is never echoed (it may be
-    a secret typed without `token=`).
-    """
-    try:
-        items = shlex.split(words) if isinstance(words, str) else list(words)
-    except ValueError as exc:
-        raise PackConfigError(f"cannot parse settings ({exc})") from None
-    values: dict[str, str] = {}
-    for n, word in enumerate(items, 1):
-        key, sep, value = word.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise PackConfigError(f"setting {n} is not in key=value form")
-        if key in values:
-            raise PackConfigError(f"{key} is given twice")
-        values[key] = value
-    return values
-
-
-@dataclass(frozen=True, slots=True)
-class PackEnv:
-    """What packs need from the bot: one shared HTTP client and the provider endpoints.
-
-    `tool_http` is the client for URLs a team's admin typed (orders, MCP): it only reaches the
-    hosts the operator allows (`tools.netguard`). `http` is for the operator's own endpoints.
-    """
-
-    http: httpx.AsyncClient
-    weather_api_url: str = DEFAULT_WEATHER_API_URL
-    geocoding_api_url: str = DEFAULT_GEOCODING_API_URL
-    tool_http: httpx.AsyncClient | None = None
-
-    @property
-    def guarded_http(self) -> httpx.AsyncClient:
-        return self.tool_http if self.tool_http is not None else self.http
-
-
-class NoConfig(BaseModel):
-    """For packs that take no settings."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-@dataclass(frozen=True, slots=True)
-class ToolPack(Generic[C]):
-    name: str
-    description: str
-    config_model: type[C]
-    builder: Callable[[C, PackEnv], Sequence[Tool]]
-    tool_names: tuple[str, ...]
-    secret_keys: frozenset[str] = field(default_factory=frozenset)
-    # One circuit breaker for the whole pack (a shared public API such as the weather's), or
-    # one per install (each team's own service).
-    breaker_scope: Literal["pack", "install"] = "install"
-
-    def load_config(self, data: Mapping[str, Any]) -> C:
-        """Validate stored or parsed settings; errors name fields, never echo values."""
-        allowed = list(self.config_model.model_fields)
-        unknown = sorted(set(data) - set(allowed))
-        if unknown:
-            if not allowed:
-                raise PackConfigError(f"{self.name} takes no settings (got {', '.join(unknown)})")
-            raise PackConfigError(
-                f"{self.name}: unknown setting {', '.join(unknown)} (allowed: {', '.join(allowed)})"
-            )
-        try:
-            return self.config_model.model_validate(dict(data))
-        except ValidationError as exc:
-            schema = self.config_model.model_json_schema()
-            problems = "; ".join(f"{k}: {v}" for k, v in field_errors(exc, schema).items())
-            raise PackConfigError(f"{self.name}: {problems}") from None
-
-    def dump_config(self, config: C) -> dict[str, str]:
-        """Settings as strings for storage, secrets revealed (the store must protect them)."""
-        out: dict[str, str] = {}
-        for key, value in config.model_dump().items():
-            if value is None:
-                continue
-            out[key] = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
-        return out
-
-    def redacted(self, config: C | Mapping[str, Any]) -> dict[str, str]:
-        """Settings safe to show or log: secrets replaced by a mask (absent ones omitted)."""
-        raw = config.model_dump() if isinstance(config, BaseModel) else dict(config)
-        return {
-            k: REDACTED if k in self.secret_keys else str(v)
-            for k, v in raw.items()
-            if v is not None and v != ""
-        }
-
-    def build(self, config: C | Mapping[str, Any], env: PackEnv) -> list[Tool]:
-        """The pack's tools for one install. Raises PackConfigError for bad stored settings."""
-        cfg = config if isinstance(config, self.config_model) else self.load_config(config)  # type: ignore[arg-type]
-        return list(self.builder(cfg, env))
-
-
-def redacted(pack: ToolPack[Any], config: BaseModel | Mapping[str, Any]) -> dict[str, str]:
-    """Module-level form of `ToolPack.redacted`."""
-    return pack.redacted(config)
-
 
 ENTRY_POINT_GROUP = "chatbot.tool_packs"
 _BUILT_IN = {
+    "mcp": "tools.mcp.pack:MCP_PACK",
     "orders": "tools.packs.orders:ORDERS_PACK",
     "weather": "tools.packs.weather:WEATHER_PACK",
 }
@@ -199,8 +101,17 @@ def _importer(target: str) -> Callable[[], Any]:
     return load
 
 
-PACKS: dict[str, ToolPack[Any]]
-"""Every pack this bot can install, by name."""
+PACKS: dict[str, ToolPack[Any]]  # bound lazily by __getattr__ below
 PACK_ERRORS: dict[str, str]
-"""Entry points that did not give a usable pack: name -> one line (for `bot doctor`)."""
-PACKS, PACK_ERRORS = _load_packs()
+_loaded: tuple[dict[str, ToolPack[Any]], dict[str, str]] | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """`PACKS` (every pack by name) and `PACK_ERRORS` (entry points that gave no usable pack:
+    name -> one line, for `bot doctor`), loaded once, on first use."""
+    global _loaded
+    if name in ("PACKS", "PACK_ERRORS"):
+        if _loaded is None:
+            _loaded = _load_packs()
+        return _loaded[0] if name == "PACKS" else _loaded[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from tools.declare import Injected, Tool, tool
 from tools.errors import ToolArgumentError, ToolBusinessError, ToolTransientError
-from tools.packs import PackEnv, ToolPack
+from tools.packs.base import PackEnv, ToolPack
 
 
 class OrdersConfig(BaseModel):

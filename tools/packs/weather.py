@@ -19,7 +19,7 @@ from pydantic import AfterValidator, Field
 
 from tools.declare import Injected, Tool, tool
 from tools.errors import ToolArgumentError, ToolBusinessError, ToolTransientError
-from tools.packs import NoConfig, PackEnv, ToolPack
+from tools.packs.base import NoConfig, PackEnv, ToolPack
 
 FORECAST_DAYS = 7
 

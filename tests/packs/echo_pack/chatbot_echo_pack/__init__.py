@@ -11,7 +11,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from tools.declare import Injected, Tool, tool
-from tools.packs import PackEnv, ToolPack
+from tools.packs.base import PackEnv, ToolPack
 
 
 class EchoConfig(BaseModel):

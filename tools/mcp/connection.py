@@ -1,0 +1,345 @@
+"""Sessions to MCP servers, pooled per install, with the server's tool list cached.
+
+One `McpConnection` per install (team + pack name) holds one `mcp.Client` over streamable HTTP:
+its HTTP connections are reused by every call of every turn, instead of a handshake per call.
+The client lives in a task of its own (the SDK's anyio task groups must be entered and left by
+the same task); calls from turns go through it concurrently.
+
+The tool list is cached and refreshed when the server says it changed (the 2025-era
+`notifications/tools/list_changed`, or a 2026-era `subscriptions/listen` stream) or after a TTL.
+A server that cannot be reached is marked down and not retried for `retry_after` seconds, so a
+dead server costs a turn nothing; the next attempt after that reconnects.
+
+The bearer token goes in one header of this install's HTTP client and nowhere else: never in a
+log line, an error message or anything the model sees. Requests go through the operator's host
+policy (`tools.netguard`), redirects included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from tools.errors import ToolBusinessError, ToolTransientError
+from tools.netguard import ANY_HOST, BlockedHost, HostPolicy, event_hooks
+
+log = logging.getLogger("tools.mcp")
+# The SDK's HTTP client logs every request line at INFO; the bot logs its own, without URLs.
+logging.getLogger("httpx2").setLevel(logging.WARNING)
+
+MAX_TOOLS = 128
+MAX_PAGES = 10
+Health = Literal["new", "ok", "down"]
+
+
+class ServerDown(Exception):
+    """The server cannot be reached or refused the session; the message is safe to show."""
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A short reason, without URLs, headers or tokens."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, BlockedHost):
+        return str(exc)
+    if isinstance(exc, httpx2.HTTPStatusError):
+        code = exc.response.status_code
+        if code in (401, 403):
+            return f"the server refused the bot's credentials (HTTP {code})"
+        return f"the server answered HTTP {code}"
+    if isinstance(exc, httpx2.TimeoutException | TimeoutError):
+        return "the server did not answer in time"
+    if isinstance(exc, httpx2.TransportError | OSError):
+        return "the server could not be reached"
+    if isinstance(exc, MCPError):
+        if exc.error.code == types.CONNECTION_CLOSED:
+            return "the server could not be reached"
+        if exc.error.code == types.REQUEST_TIMEOUT:
+            return "the server did not answer in time"
+        return f"the server refused the session ({exc.error.message[:120]})"
+    return f"the session failed ({type(exc).__name__})"
+
+
+class McpConnection:
+    """One install's session to its server, and its cached tool list."""
+
+    def __init__(
+        self,
+        key: str,
+        url: str,
+        token: str | None,
+        *,
+        policy: HostPolicy = ANY_HOST,
+        ttl: float = 300.0,
+        connect_timeout: float = 5.0,
+        retry_after: float = 10.0,
+        call_timeout: float = 20.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.key = key
+        self.call_timeout = call_timeout  # the executor's per-call timeout for these tools
+        self.url = url
+        self._token = token
+        self._policy = policy
+        self.ttl = ttl
+        self.connect_timeout = connect_timeout
+        self.retry_after = retry_after
+        self._clock = clock
+        self.health: Health = "new"
+        self.detail = ""
+        self.checked_at = 0.0
+        self.version = 0  # bumped when the tool list changes
+        self._tools: list[types.Tool] | None = None
+        self._listed_at = 0.0
+        self._stale = False
+        self._client: Client | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._lock = asyncio.Lock()
+        self.adapted: Any = None  # the pack's cache of Tool objects built from this listing
+        self._refused: int | None = None  # the last 401/403 the server answered
+
+    @property
+    def fingerprint(self) -> tuple[str, str | None]:
+        return (self.url, self._token)
+
+    # connection ---------------------------------------------------------------------------
+
+    async def client(self) -> Client:
+        """The live client, connecting if needed; ServerDown when it cannot (nothing was sent)."""
+        client = self._client
+        if client is not None and self._task is not None and not self._task.done():
+            return client
+        async with self._lock:
+            client = self._client
+            if client is not None and self._task is not None and not self._task.done():
+                return client
+            if self.health == "down" and self._clock() - self.checked_at < self.retry_after:
+                raise ServerDown(self.detail)
+            return await self._connect()
+
+    async def _connect(self) -> Client:
+        await self._shutdown()
+        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        self._stop = asyncio.Event()
+        self._task = asyncio.create_task(self._run(ready, self._stop), name=f"mcp:{self.key}")
+        try:
+            client = await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
+        except (TimeoutError, Exception) as exc:
+            await self._shutdown()
+            reason = describe_failure(exc) if not isinstance(exc, ServerDown) else str(exc)
+            self._mark_down(reason)
+            raise ServerDown(reason) from None
+        self.health, self.detail, self.checked_at = "ok", "", self._clock()
+        return client
+
+    async def _run(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
+        headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+        hooks = event_hooks(self._policy)
+        hooks["response"].append(self._note_status)
+        try:
+            async with httpx2.AsyncClient(
+                headers=headers,
+                event_hooks=hooks,
+                timeout=httpx2.Timeout(30.0, read=300.0),
+            ) as http:
+                transport = streamable_http_client(self.url, http_client=http)
+                async with Client(
+                    transport, mode="auto", message_handler=self._on_message, cache=None
+                ) as client:
+                    self._client = client
+                    if not ready.done():
+                        ready.set_result(client)
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._listen, client)
+                        await stop.wait()
+                        tg.cancel_scope.cancel()
+        except BaseException as exc:
+            if not ready.done():
+                why = describe_failure(exc)
+                if self._refused is not None:
+                    why = f"the server refused the bot's credentials (HTTP {self._refused})"
+                ready.set_exception(ServerDown(why))
+            elif not stop.is_set():
+                self._mark_down(describe_failure(exc))
+                log.warning(
+                    "mcp_session_lost",
+                    extra={"fields": {"install": self.key, "reason": describe_failure(exc)}},
+                )
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self._client = None
+
+    async def _listen(self, client: Client) -> None:
+        """2026-era servers announce list changes on a `subscriptions/listen` stream."""
+        try:
+            async with client.listen(tools_list_changed=True) as sub:
+                async for _event in sub:
+                    self._stale = True
+        except Exception:
+            return  # not supported (2025-era: notifications arrive via _on_message) or lost
+
+    async def _on_message(self, message: Any) -> None:
+        method = getattr(message, "method", None) or getattr(
+            getattr(message, "root", None), "method", None
+        )
+        if method == "notifications/tools/list_changed":
+            self._stale = True
+
+    def _mark_down(self, reason: str) -> None:
+        if self._refused is not None:
+            reason = f"the server refused the bot's credentials (HTTP {self._refused})"
+        self.health, self.detail, self.checked_at = "down", reason, self._clock()
+
+    async def _note_status(self, response: Any) -> None:
+        code = response.status_code
+        self._refused = code if code in (401, 403) else None if code < 400 else self._refused
+
+    async def _shutdown(self) -> None:
+        task, stop = self._task, self._stop
+        self._task = self._stop = None
+        self._client = None
+        if task is None:
+            return
+        if stop is not None:
+            stop.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), 3.0)
+        except (TimeoutError, Exception):
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+    async def close(self) -> None:
+        async with self._lock:
+            await self._shutdown()
+
+    # tools --------------------------------------------------------------------------------
+
+    async def tools(self) -> list[types.Tool]:
+        """The server's tools: cached; refreshed after `ttl`, or when it said they changed."""
+        fresh = self._clock() - self._listed_at < self.ttl
+        if self._tools is not None and fresh and not self._stale and self.health != "down":
+            return self._tools
+        client = await self.client()
+        self._stale = False
+        try:
+            listing = await asyncio.wait_for(self._list(client), self.connect_timeout * 2)
+        except Exception as exc:
+            self._mark_down(describe_failure(exc))
+            await self.close()
+            raise ServerDown(self.detail) from None
+        if listing != self._tools:
+            self.version += 1
+        self._tools, self._listed_at = listing, self._clock()
+        self.health, self.detail, self.checked_at = "ok", "", self._clock()
+        return listing
+
+    async def _list(self, client: Client) -> list[types.Tool]:
+        out: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+            out.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None or len(out) >= MAX_TOOLS:
+                break
+        return out[:MAX_TOOLS]
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """Call one tool. Raises ToolTransientError when nothing was sent (safe to retry),
+        ConnectionError/TimeoutError when the outcome is unknown, ToolBusinessError when the
+        server refused the request itself."""
+        try:
+            client = await self.client()
+        except ServerDown as exc:
+            raise ToolTransientError(str(exc)) from None
+        try:
+            return await client.call_tool(name, arguments)
+        except MCPError as exc:
+            if exc.error.code in (types.INVALID_PARAMS, types.METHOD_NOT_FOUND):
+                raise ToolBusinessError(
+                    f"The server refused the call: {exc.error.message[:500]}"
+                ) from None
+            if exc.error.code == types.INVALID_REQUEST:
+                raise ToolBusinessError("The server refused the request as invalid.") from None
+            self._mark_down(describe_failure(exc))
+            raise ConnectionError(describe_failure(exc)) from None
+        except httpx2.HTTPStatusError as exc:
+            if exc.response.status_code in (401, 403):
+                raise ToolBusinessError(
+                    f"The tool server refused the bot's credentials (HTTP "
+                    f"{exc.response.status_code}). Tell the user an admin needs to reinstall "
+                    "this pack with a valid token."
+                ) from None
+            raise ConnectionError(describe_failure(exc)) from None
+        except (httpx2.TransportError, OSError, anyio.ClosedResourceError) as exc:
+            self._mark_down(describe_failure(exc))
+            await self.close()
+            raise ConnectionError(describe_failure(exc)) from None
+
+
+class McpPool:
+    """Connections by install; one per install, replaced when its URL or token changes."""
+
+    def __init__(
+        self,
+        policy: HostPolicy = ANY_HOST,
+        *,
+        ttl: float = 300.0,
+        connect_timeout: float = 5.0,
+        retry_after: float = 10.0,
+        call_timeout: float = 20.0,
+    ) -> None:
+        self.policy = policy
+        self.call_timeout = call_timeout
+        self.ttl = ttl
+        self.connect_timeout = connect_timeout
+        self.retry_after = retry_after
+        self._conns: dict[str, McpConnection] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def connection(self, key: str, url: str, token: str | None) -> McpConnection:
+        conn = self._conns.get(key)
+        if conn is not None and conn.fingerprint == (url, token):
+            return conn
+        if conn is not None:  # reinstalled with another URL or token: the old session goes
+            task = asyncio.get_running_loop().create_task(conn.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+        conn = McpConnection(
+            key,
+            url,
+            token,
+            policy=self.policy,
+            ttl=self.ttl,
+            connect_timeout=self.connect_timeout,
+            retry_after=self.retry_after,
+            call_timeout=self.call_timeout,
+        )
+        self._conns[key] = conn
+        return conn
+
+    def get(self, key: str) -> McpConnection | None:
+        return self._conns.get(key)
+
+    async def forget(self, key: str) -> None:
+        conn = self._conns.pop(key, None)
+        if conn is not None:
+            await conn.close()
+
+    async def aclose(self) -> None:
+        conns, self._conns = list(self._conns.values()), {}
+        await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)

@@ -1,0 +1,179 @@
+"""The `mcp` tool pack: a team's own MCP server, its tools offered in that team only.
+
+`/tools install mcp name=<pack name> url=<streamable HTTP endpoint> [token=<bearer token>]
+[allow=<tool,tool,...>]`. Several servers per team, each under its own name; tools are offered as
+`<name>_<server's tool name>`. The server's input schema is the tool's schema and is enforced
+before the call; a tool the server marks read-only (`readOnlyHint`) may be retried after a
+transient failure, anything else is a write (never retried after an unknown outcome, idempotent
+per session and arguments, like every write tool). A result the server flags as an error is a
+business error the model can act on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Annotated, Any
+
+import mcp_types as types
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from tools.declare import Tool
+from tools.errors import ToolBusinessError
+from tools.mcp.connection import McpConnection, ServerDown
+from tools.mcp.naming import PACK_NAME_RE, namespace
+from tools.mcp.render import render_result
+from tools.mcp.schema import MAX_DESCRIPTION_CHARS, BadSchema, checker, model_schema
+from tools.packs.base import PackEnv, PackUnavailable, ToolPack
+from tools.types import ToolContext
+
+log = logging.getLogger("tools.mcp")
+
+
+class McpConfig(BaseModel):
+    """Install settings of one MCP server."""
+
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
+    name: Annotated[
+        str,
+        Field(description="Pack name: lower-case letters, digits and '-', up to 24 characters."),
+    ]
+    url: Annotated[str, Field(description="The server's streamable HTTP endpoint.")]
+    token: Annotated[
+        SecretStr | None, Field(description="Bearer token, if the server needs one.")
+    ] = None
+    allow: Annotated[
+        str | None, Field(description="Only these tools (comma-separated server tool names).")
+    ] = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        value = value.strip()
+        if not PACK_NAME_RE.match(value):
+            raise ValueError(
+                "must start with a letter and use only lower-case letters, digits and '-' "
+                "(up to 24 characters)"
+            )
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        from urllib.parse import urlsplit
+
+        value = value.strip()
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL")
+        if parts.username or parts.password:
+            raise ValueError("must not carry credentials (use token=...)")
+        return value
+
+    @field_validator("token")
+    @classmethod
+    def _blank_is_none(cls, value: SecretStr | None) -> SecretStr | None:
+        return value if value is not None and value.get_secret_value().strip() else None
+
+    @field_validator("allow")
+    @classmethod
+    def _allow(cls, value: str | None) -> str | None:
+        names = sorted({n.strip() for n in (value or "").split(",") if n.strip()})
+        return ",".join(names) or None
+
+    @property
+    def allowed(self) -> frozenset[str] | None:
+        return frozenset(self.allow.split(",")) if self.allow else None
+
+
+class McpArguments(BaseModel):
+    """Arguments already checked against the server's schema; passed through as given."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def _caller(conn: McpConnection, server_name: str) -> Any:
+    async def call(args: McpArguments, ctx: ToolContext) -> Any:
+        result = await conn.call(server_name, args.model_dump())
+        if result.is_error:
+            text = render_result(result.content, None).get("text") or "The tool reported an error."
+            raise ToolBusinessError(str(text)[:1000])
+        return render_result(result.content, result.structured_content)
+
+    return call
+
+
+def adapt(
+    pack: str, listing: list[types.Tool], conn: McpConnection, allow: frozenset[str] | None
+) -> list[Tool]:
+    """Tools for the model from the server's listing (bad schemas skipped with a warning)."""
+    wanted = [t for t in listing if allow is None or t.name in allow]
+    by_name = {t.name: t for t in wanted}
+    out: list[Tool] = []
+    for mapped, server_name in namespace(pack, list(by_name)).items():
+        spec = by_name[server_name]
+        try:
+            params = model_schema(spec.input_schema)
+        except BadSchema as exc:
+            log.warning(
+                "mcp_tool_skipped",
+                extra={"fields": {"pack": pack, "tool": server_name[:64], "reason": str(exc)}},
+            )
+            continue
+        desc = (spec.description or spec.title or server_name).strip()[:MAX_DESCRIPTION_CHARS]
+        read_only = bool(spec.annotations is not None and spec.annotations.read_only_hint)
+        schema = {
+            "type": "function",
+            "function": {"name": mapped, "description": desc, "parameters": params},
+        }
+        out.append(
+            Tool(
+                name=mapped,
+                description=desc,
+                fn=_caller(conn, server_name),
+                args_model=McpArguments,
+                write=not read_only,
+                timeout=conn.call_timeout,
+                model_arg="args",
+                context_arg="ctx",
+                schema_json=json.dumps(schema, ensure_ascii=False, separators=(",", ":")),
+                check_args=checker(params),
+            )
+        )
+    return out
+
+
+async def _load(config: McpConfig, env: PackEnv, install: str) -> list[Tool]:
+    if env.mcp is None:
+        raise PackUnavailable("MCP servers are not available in this bot")
+    token = config.token.get_secret_value() if config.token is not None else None
+    conn = env.mcp.connection(install, config.url, token)
+    try:
+        listing = await conn.tools()
+    except ServerDown as exc:
+        raise PackUnavailable(str(exc)) from None
+    key = (conn.version, config.name, config.allow)
+    cached = conn.adapted
+    if isinstance(cached, tuple) and cached[0] == key:
+        tools: list[Tool] = cached[1]
+        return tools
+    tools = adapt(config.name, listing, conn, config.allowed)
+    conn.adapted = (key, tools)
+    return tools
+
+
+def _no_sync_build(config: McpConfig, env: PackEnv) -> list[Tool]:
+    raise PackUnavailable("the mcp pack's tools are listed from its server (use build_async)")
+
+
+MCP_PACK = ToolPack(
+    name="mcp",
+    description="Your team's own MCP server (streamable HTTP): its tools, under the name you give.",
+    config_model=McpConfig,
+    builder=_no_sync_build,
+    tool_names=(),
+    secret_keys=frozenset({"token"}),
+    loader=_load,
+    named_by="name",
+)
