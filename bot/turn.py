@@ -222,7 +222,9 @@ class TurnRunner:
             result.reply = reply
             result.outcome = "max_rounds" if final_round else "answer"
             break
-        result.needs_compression = self.memory.needs_compression(hot)
+        result.needs_compression = self.memory.needs_compression(hot) and self.memory.summary_due(
+            hot.state
+        )
 
     async def _tool_round(
         self,
