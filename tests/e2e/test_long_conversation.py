@@ -111,6 +111,9 @@ async def test_long_conversation_mongo_and_redis(
 ) -> None:
     app = await make_app(
         bot_context_tokens=BUDGET,
+        # The gated summary waits for ~120 turns, which mongoeco on a busy machine can make
+        # longer than the default test timeout; a client retry would then count as a second one.
+        bot_model_timeout=120.0,
         mongodb_uri=mongo_uri,
         mongodb_db=f"t{uuid.uuid4().hex[:10]}",
         redis_url=redis_url,
