@@ -46,7 +46,8 @@ from bot.stores.ids import (
     new_fact_id,
     normalize_fact,
 )
-from bot.stores.protocols import StoreUnavailable, check_oauth_state
+from bot.stores.installations import check_oauth_state
+from bot.stores.protocols import StoreUnavailable
 from bot.stores.records import (
     SCHEMA_VERSION,
     Fact,

@@ -28,7 +28,7 @@ from bot.stores.ids import (
     new_fact_id,
     normalize_fact,
 )
-from bot.stores.protocols import check_oauth_state
+from bot.stores.installations import check_oauth_state
 from bot.stores.records import (
     Fact,
     FactSource,
