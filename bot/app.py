@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from bot import tracing
 from bot.commands import CommandHandler
 from bot.config import Settings
 from bot.core import CommandReply, CommandRequest
@@ -263,6 +264,10 @@ async def build_app(settings: Settings, *, cache: Cache | None = None) -> BotApp
     """Open the stores and the model client from settings (every command and test builds the
     app here). `cache`: an already-open cache to use instead of the one the settings name."""
     api_key = settings.require_openai_key()
+    try:
+        tracing.configure(settings.bot_tracing)
+    except tracing.TracingUnavailable as exc:
+        raise StartupError(str(exc)) from None
     try:
         store = await open_store(
             mongodb_uri=settings.mongodb_uri,

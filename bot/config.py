@@ -40,6 +40,8 @@ class Settings(BaseSettings):
     # most turns of one team waiting or running in one process (0: no bound).
     bot_rate_user: str = "20/60"
     bot_rate_team: str = "600/60"
+    # OpenTelemetry traces (bot.tracing; the `otel` extra): off | console | otlp.
+    bot_tracing: str = Field(default="off", pattern="^(off|console|otlp)$")
     bot_team_queue: int = Field(default=100, ge=0, le=100_000)
 
     # Files people share (bot.files): count, size and time limits; images as image parts.
