@@ -66,26 +66,54 @@ class SessionStateStore(Protocol):
     async def delete_state(self, session: SessionKey) -> bool: ...
 
 
+class StaleFact(Exception):
+    """The fact to close is not live any more (closed or erased meanwhile): reconcile again."""
+
+
 class FactStore(Protocol):
+    """Versioned per-person facts (see `Fact`). Only live versions are listed by default."""
+
     async def add_fact(
         self,
         person: PersonKey,
         text: str,
         *,
+        key: str | None = None,
         source: FactSource = "user",
         session: SessionKey | None = None,
         source_ref: str | None = None,
+        source_messages: Sequence[str] = (),
     ) -> Fact:
-        """Store a fact; the same text (ignoring case, spacing, a final full stop) for the same
-        person is not stored twice: the first is returned. ValueError for empty text."""
+        """Store a new live fact; the same text (ignoring case, spacing, a final full stop) as a
+        live fact of the same person is not stored twice: that one is returned. ValueError for
+        empty text."""
 
-    async def list_facts(self, person: PersonKey) -> list[Fact]:
-        """Oldest first."""
+    async def replace_fact(
+        self,
+        person: PersonKey,
+        old_id: str,
+        text: str | None,
+        *,
+        key: str | None = None,
+        source: FactSource = "user",
+        session: SessionKey | None = None,
+        source_ref: str | None = None,
+        source_messages: Sequence[str] = (),
+    ) -> Fact | None:
+        """Close the live fact `old_id` and, when `text` is given, write its replacement in the
+        same transaction (the new version lists it in `replaces`; a reader never sees both
+        live, nor neither). Returns the new version, or None for a plain close (DELETE).
+        Raises StaleFact if `old_id` is not a live fact of this person."""
+
+    async def list_facts(self, person: PersonKey, *, history: bool = False) -> list[Fact]:
+        """Live facts, oldest first; with `history`, every version (closed ones too)."""
 
     async def delete_fact(self, person: PersonKey, fact_id: str) -> bool:
-        """Ids are matched case-insensitively, surrounding spaces ignored (as users type them)."""
+        """Erase a fact and the older versions it replaced. Ids are matched case-insensitively,
+        surrounding spaces ignored (as users type them)."""
 
-    async def delete_all_facts(self, person: PersonKey) -> int: ...
+    async def delete_all_facts(self, person: PersonKey) -> int:
+        """Erase every version of every fact of this person; returns how many versions."""
 
 
 class ToolInstallStore(Protocol):

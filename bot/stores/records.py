@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 SCHEMA_VERSION = 1
 
 Role = Literal["user", "assistant", "tool"]
-FactSource = Literal["user", "tool", "consolidation"]
+FactSource = Literal["user", "tool", "inferred"]
+FACT_SCHEMA_VERSION = 2  # v2: versions (valid_from/valid_to), key, source message ids
 
 
 def utcnow() -> datetime:
@@ -79,15 +80,35 @@ class SessionState(_Record):
 
 
 class Fact(_Record):
-    """A long-term fact about one person ("allergic to peanuts")."""
+    """One version of a long-term fact about one person ("allergic to peanuts").
 
-    id: str  # short id shown to users, unique per person
+    Facts are never edited in place: an UPDATE closes the old version (`valid_to`,
+    `replaced_by`) and writes a new one that lists it in `replaces`; a DELETE only closes. The
+    live facts are those with `valid_to` unset: what reaches the context and `/memory show`.
+    `source` says who the fact comes from: the person's own words (`user`), tool data (`tool`,
+    never overwrites what the person said) or an inference of the consolidation (`inferred`,
+    outranked by both).
+    """
+
+    schema_version: int = FACT_SCHEMA_VERSION
+    id: str  # short id shown to users, unique per person (across versions)
     person: str  # PersonKey.id
     text: str
+    key: str | None = None  # the subject ("diet", "allergy"); facts on one subject supersede
     source: FactSource = "user"
     session: str | None = None  # where it was stated
-    source_ref: str | None = None  # e.g. message seq or tool call id
+    source_ref: str | None = None  # the turn id (or tool call id) it came from
+    source_messages: list[str] = Field(default_factory=list)  # ids of the messages it came from
+    valid_from: datetime = Field(default_factory=utcnow)
+    valid_to: datetime | None = None  # closed (replaced or deleted) at
+    replaces: list[str] = Field(default_factory=list)  # ids of the versions this one closed
+    replaced_by: str | None = None  # the version that closed this one (None for a DELETE)
+    closed_reason: str | None = None  # "updated" | "deleted"
     created_at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def live(self) -> bool:
+        return self.valid_to is None
 
 
 class ToolInstall(_Record):
