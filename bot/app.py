@@ -20,7 +20,9 @@ from bot.config import Settings
 from bot.core import CommandReply, CommandRequest
 from bot.keys import SessionKey
 from bot.memory.context import ContextBuilder
+from bot.memory.reconcile import Reconciler
 from bot.memory.session import CompressionPolicy, SessionMemory, hot_key
+from bot.memory.structured import JsonAsker
 from bot.messages import IncomingMessage, ReplySink
 from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient, ModelError
@@ -81,7 +83,12 @@ class BotApp:
             CompressionPolicy.for_budget(budget, reply_tokens),
             idle_ttl=settings.bot_session_ttl,
         )
-        self.toolboxes = ToolboxFactory(settings, store=store, cache=cache)
+        self.reconciler = Reconciler(
+            store, JsonAsker(MeteredModel(self.summary_model, "memory"), max_tokens=400)
+        )
+        self.toolboxes = ToolboxFactory(
+            settings, store=store, cache=cache, reconciler=self.reconciler
+        )
         self.runner = TurnRunner(
             model=MeteredModel(model, "chat"),
             memory=self.memory,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from bot.core import CommandReply, CommandRequest
 from bot.keys import PersonKey, SessionKey, TeamKey
+from bot.memory.show import render_facts
 from bot.secrets import SecretBox
 from bot.stores.protocols import Store
 from bot.stores.records import SessionState
@@ -95,6 +96,8 @@ class CommandHandler:
         person = PersonKey(req.platform, req.team, req.user)
         if not words or words == ["show"] or words == ["list"]:
             return await self._show(person)
+        if words in (["show", "history"], ["history"], ["show", "history:true"]):
+            return await self._show(person, history=True)
         if words[0] == "forget" and len(words) == 2:
             if words[1] == "all":
                 counts = await self.forget_all(person)
@@ -113,16 +116,9 @@ class CommandHandler:
             )
         return CommandReply(MEMORY_HELP, ok=False)
 
-    async def _show(self, person: PersonKey) -> CommandReply:
-        facts = await self.store.list_facts(person)
-        if not facts:
-            return CommandReply("I don't remember anything about you yet.")
-        lines = [f"• `{f.id}` {f.text} — _{f.source}, {f.created_at:%Y-%m-%d}_" for f in facts]
-        return CommandReply(
-            "Here is what I remember about you:\n"
-            + "\n".join(lines)
-            + "\nErase one with `/memory forget <id>`, or everything with `/memory forget all`."
-        )
+    async def _show(self, person: PersonKey, *, history: bool = False) -> CommandReply:
+        facts = await self.store.list_facts(person, history=history)
+        return CommandReply(render_facts(facts, history=history))
 
     async def forget_all(self, person: PersonKey) -> ErasureCounts:
         """Erase the person's facts, turns, tool-call logs and summaries drawn from their turns.

@@ -154,7 +154,7 @@ class TurnRunner:
             name=msg.user_name,
             meta={"message_id": msg.message_id} if msg.message_id else {},
         )
-        await self.memory.append(session, hot, [user_msg])
+        (stored_user,) = await self.memory.append(session, hot, [user_msg])
         view = MemoryView(
             speaker_facts=facts,
             pinned=hot.state.pinned,
@@ -170,6 +170,7 @@ class TurnRunner:
             speaker_id=person.id,
             team_id=session.team_key.id,
             turn_id=turn_id,
+            message_ref=f"{session.id}#{stored_user.seq}",
             extras={"person": person, "session": session},
         )
 

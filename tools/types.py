@@ -38,6 +38,7 @@ class ToolContext:
     speaker_id: str
     team_id: str
     turn_id: str = ""
+    message_ref: str = ""  # the stored message this turn answers ("<session id>#<seq>")
     extras: dict[str, Any] = field(default_factory=dict)
 
 

@@ -135,17 +135,21 @@ class MongoFacts:
         now = codec.now_ms()
         # Claim the old version (a short lease, so a crash before the insert frees it): of two
         # concurrent replacements only one goes on, the other is told the fact is stale.
-        claimed = old_doc is not None and (
-            await self._facts.update_one(
-                {
-                    "person": pid,
-                    "id": fid,
-                    "live": True,
-                    "$or": [{"claimed_at": None}, {"claimed_at": {"$lt": now - CLAIM_TTL}}],
-                },
-                {"$set": {"claimed_at": now}},
-            )
-        ).modified_count == 1
+        claimed = (
+            old_doc is not None
+            and (
+                await self._facts.update_one(
+                    {
+                        "person": pid,
+                        "id": fid,
+                        "live": True,
+                        "$or": [{"claimed_at": None}, {"claimed_at": {"$lt": now - CLAIM_TTL}}],
+                    },
+                    {"$set": {"claimed_at": now}},
+                )
+            ).modified_count
+            == 1
+        )
         if old_doc is None or not claimed:
             raise StaleFact(fid)
         new: Fact | None = None
@@ -176,7 +180,7 @@ class MongoFacts:
                     "valid_to": when.isoformat().replace("+00:00", "Z"),
                     "closed_reason": reason,
                     "replaced_by": replaced_by,
-                }
+                },
             },
         )
 
