@@ -166,6 +166,11 @@ class BotApp:
         )
         return {"store": store_ok, "cache": cache_ok}
 
+    async def start(self) -> None:
+        """Start background jobs for a long-running surface (`bot slack`, `bot discord` call
+        this through `adapters.common.startup.running_core`; `bot chat` does not). The nightly
+        consolidation (BOT_CONSOLIDATE_CRON) is started here; `close()` stops what it started."""
+
     async def close(self) -> None:
         await self.drain(within=30.0)
         await self.toolboxes.close()

@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
+import importlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from bot.config import ConfigError, Settings, load_settings
@@ -22,6 +23,10 @@ if TYPE_CHECKING:
 
 EXIT_CONFIG = 2
 EXIT_UNAVAILABLE = 3
+
+# Each platform's start-up lives in its adapter: `main(settings) -> exit code`, imported only
+# when that platform is run (so `bot chat` never loads slack_bolt or discord.py).
+PLATFORMS = {"slack": "adapters.slack.main", "discord": "adapters.discord.main"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,10 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_chat(settings, args))
         if args.command == "doctor":
             return asyncio.run(_doctor(settings))
-        if args.command == "slack":
-            return asyncio.run(_slack(settings))
-        if args.command == "discord":
-            return _fail("the Discord adapter is not part of this version yet", EXIT_UNAVAILABLE)
+        if args.command in PLATFORMS:
+            return asyncio.run(_platform(args.command, settings))
         if args.command == "consolidate":
             return _fail(
                 "long-term consolidation is not part of this version yet", EXIT_UNAVAILABLE
@@ -131,11 +134,9 @@ async def _doctor(settings: Settings) -> int:
     return 0 if ok else 1
 
 
-async def _slack(settings: Settings) -> int:
-    from bot.slack_main import run
-
-    code: int = await run(settings)
-    return code
+async def _platform(name: str, settings: Settings) -> int:
+    entry: Callable[[Settings], Awaitable[int]] = importlib.import_module(PLATFORMS[name]).main
+    return await entry(settings)
 
 
 def _orders_demo(args: argparse.Namespace) -> int:

@@ -14,8 +14,9 @@ from typing import Any
 
 import pydantic_core
 
+from bot.config import Settings
 from bot.secrets import SecretBox, SecretsUnavailable, is_sealed
-from bot.stores.protocols import InstallationDocStore
+from bot.stores.installations import InstallationDocStore, installation_docs
 
 log = logging.getLogger(__name__)
 
@@ -66,3 +67,10 @@ class SealedInstallations:
 
     async def consume_oauth_state(self, state: str) -> bool:
         return await self._inner.consume_oauth_state(state)
+
+
+def slack_installation_storage(store: object, settings: Settings) -> InstallationDocStore:
+    """The opened store's Slack installation storage, sealed when BOT_SECRET_KEY is set."""
+    docs = installation_docs(store)
+    box = SecretBox.from_settings(settings)
+    return docs if box is None else SealedInstallations(docs, box)

@@ -19,9 +19,10 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.common.logs import emit
+from adapters.common.tasks import TaskTracker
 from adapters.slack.config import SlackConfig, SlackConfigError
 from adapters.slack.handlers import SlackHandlers
-from adapters.slack.logs import emit
 from adapters.slack.oauth import (
     InstallationAuthorize,
     SingleTeamAuthorize,
@@ -29,7 +30,6 @@ from adapters.slack.oauth import (
     StorageInstallationStore,
     StorageOAuthStateStore,
 )
-from adapters.slack.tasks import TaskTracker
 from bot.core import BotCore
 
 _LOG = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ import logging
 
 from slack_sdk.errors import SlackApiError
 
-from adapters.slack.logs import emit
+from adapters.common.logs import emit
 from bot import metrics
 
 

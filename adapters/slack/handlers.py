@@ -20,16 +20,16 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.common.dedup import Deduplicator
+from adapters.common.loadguard import LoopGuard
+from adapters.common.logs import emit
+from adapters.common.tasks import TaskTracker
 from adapters.slack.config import SlackConfig
-from adapters.slack.dedup import Deduplicator
 from adapters.slack.errors import api_failed
-from adapters.slack.loadguard import LoopGuard
-from adapters.slack.logs import emit
 from adapters.slack.mrkdwn import markdown_to_mrkdwn, split_message
 from adapters.slack.normalize import mentioned_users, normalize_event
 from adapters.slack.routing import Route, route_event
 from adapters.slack.sink import Capabilities, ReplyTarget, SlackReplySink
-from adapters.slack.tasks import TaskTracker
 from adapters.slack.threads import ThreadTracker
 from adapters.slack.ttlcache import TTLCache
 from adapters.slack.users import UserDirectory

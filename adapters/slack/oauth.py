@@ -28,8 +28,8 @@ from slack_sdk.oauth.installation_store.models.installation import Installation
 from slack_sdk.oauth.state_store.async_state_store import AsyncOAuthStateStore
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.common.logs import emit
 from adapters.slack.errors import api_failed
-from adapters.slack.logs import emit
 from adapters.slack.ttlcache import TTLCache
 
 _LOG = logging.getLogger(__name__)

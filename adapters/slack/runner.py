@@ -15,9 +15,9 @@ import signal
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
+from adapters.common.logs import emit
 from adapters.slack.app import SlackRuntime
 from adapters.slack.config import SlackConfig
-from adapters.slack.logs import emit
 from adapters.slack.oauth import SlackInstallationStorage
 from adapters.slack.server import build_web_app
 from bot.core import BotCore

@@ -1,19 +1,19 @@
 """The aiohttp application: Slack endpoints, /healthz and /metrics.
 
 POST /slack/events goes through Bolt's dispatch, which verifies the signature (401 on a bad or
-stale one) and acks events before any listener work runs. /healthz asks the core whether its
-stores answer; /metrics serves the bot's Prometheus registry.
+stale one) and acks events before any listener work runs. /healthz and /metrics are the shared
+ones from `adapters.common.http`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 
+from adapters.common.http import add_health_routes
 from adapters.slack.app import EVENTS_PATH, INSTALL_PATH, REDIRECT_PATH, SlackRuntime
 from adapters.slack.config import SlackConfig
 from adapters.slack.oauth import SlackInstallationStorage
@@ -21,7 +21,6 @@ from bot import metrics
 from bot.core import BotCore
 
 RUNTIME: web.AppKey[SlackRuntime] = web.AppKey("slack_runtime", SlackRuntime)
-HEALTH_TIMEOUT = 3.0
 
 
 async def _events(request: web.Request) -> web.Response:
@@ -48,28 +47,11 @@ async def _oauth_redirect(request: web.Request) -> web.Response:
     return await to_aiohttp_response(await flow.handle_callback(await to_bolt_request(request)))
 
 
-async def _healthz(request: web.Request) -> web.Response:
-    core = request.app[RUNTIME].core
-    try:
-        status = await asyncio.wait_for(core.health(), timeout=HEALTH_TIMEOUT)
-        components = {str(k): bool(v) for k, v in status.items()}
-    except Exception:
-        components = {"core": False}
-    ok = all(components.values())
-    return web.json_response({"ok": ok, "components": components}, status=200 if ok else 503)
-
-
-async def _metrics(request: web.Request) -> web.Response:
-    body, content_type = metrics.render()
-    return web.Response(body=body, headers={"Content-Type": content_type})
-
-
 def build_web_app(runtime: SlackRuntime, *, events: bool = True) -> web.Application:
     """Routes for `runtime`; `events=False` for Socket Mode (health, metrics and OAuth only)."""
     app = web.Application(client_max_size=2 * 1024 * 1024)
     app[RUNTIME] = runtime
-    app.router.add_get("/healthz", _healthz)
-    app.router.add_get("/metrics", _metrics)
+    add_health_routes(app, runtime.core)
     if events:
         app.router.add_post(EVENTS_PATH, _events)
     if runtime.app.oauth_flow is not None:

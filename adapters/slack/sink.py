@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.common.logs import emit
 from adapters.slack.config import SlackConfig
 from adapters.slack.errors import api_failed
-from adapters.slack.logs import emit
 from adapters.slack.mrkdwn import markdown_to_mrkdwn, split_message, truncate
 from bot import metrics
 

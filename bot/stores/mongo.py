@@ -39,8 +39,9 @@ from pymongo.errors import (
 
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.stores import codec
+from bot.stores.installations import check_oauth_state
 from bot.stores.mongo_facts import MongoFacts
-from bot.stores.protocols import StoreUnavailable, check_oauth_state
+from bot.stores.protocols import StoreUnavailable
 from bot.stores.records import (
     SCHEMA_VERSION,
     NewMessage,

@@ -7,7 +7,6 @@ implement the cache (Redis: `bot.stores.redis_cache`, in-process: `bot.stores.me
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
@@ -138,47 +137,16 @@ class ToolCallLogStore(Protocol):
     async def delete_speaker_calls(self, person: PersonKey) -> int: ...
 
 
-class InstallationDocStore(Protocol):
-    """Slack OAuth installations: JSON documents keyed by (enterprise_id, team_id, name), plus
-    single-use OAuth `state` values.
-
-    Structurally identical to `adapters.slack.oauth.SlackInstallationStorage` (the core does not
-    import adapters), so a `Store` is what the Slack adapter gets as its installation storage.
-    An absent enterprise or team id is passed as "-"; an empty id or name is a ValueError.
-    Documents hold bot tokens: never log them. The store keeps what it is given; with
-    BOT_SECRET_KEY set, `bot.sealed_installations` hands it documents already encrypted.
-    """
-
-    async def get_doc(self, enterprise_id: str, team_id: str, name: str) -> dict[str, Any] | None:
-        """The document (a fresh copy), or None."""
-
-    async def put_doc(
-        self, enterprise_id: str, team_id: str, name: str, doc: dict[str, Any]
-    ) -> None:
-        """Insert or replace. The document must be JSON-serialisable."""
-
-    async def delete_docs(self, enterprise_id: str, team_id: str, name: str | None = None) -> int:
-        """Delete the document called `name`, or every document of this team if None; a count."""
-
-    async def put_oauth_state(self, state: str, expires_at: float) -> None:
-        """Remember an OAuth state until `expires_at` (Unix seconds); putting it again replaces
-        its expiry. Expired states are purged (SQLite: on write; MongoDB: TTL index)."""
-
-    async def consume_oauth_state(self, state: str) -> bool:
-        """Atomically delete the state; True only if it existed and had not expired, so of
-        concurrent consumers of one state at most one gets True."""
-
-
 class Store(
     ConversationStore,
     SessionStateStore,
     FactStore,
     ToolInstallStore,
     ToolCallLogStore,
-    InstallationDocStore,
     Protocol,
 ):
-    """One durable backend implements all of the above."""
+    """One durable backend implements all of the above. (Slack's installation documents are
+    not part of it: see `bot.stores.installations`.)"""
 
     async def ping(self) -> bool: ...
 
@@ -186,16 +154,6 @@ class Store(
 
     async def compact(self) -> None:
         """Make erased data unrecoverable from files (SQLite: WAL checkpoint; no-op elsewhere)."""
-
-
-def check_oauth_state(state: object, expires_at: object) -> None:
-    """TypeError/ValueError for an OAuth state that is not a non-empty str with a finite expiry."""
-    if not isinstance(state, str):
-        raise TypeError(f"an OAuth state must be a str, got {type(state).__name__}")
-    if isinstance(expires_at, bool) or not isinstance(expires_at, int | float):
-        raise TypeError(f"expires_at must be Unix seconds, got {expires_at!r}")
-    if not state or not math.isfinite(expires_at):
-        raise ValueError("an OAuth state must be non-empty with a finite expiry")
 
 
 class Cache(Protocol):

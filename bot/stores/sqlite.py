@@ -21,7 +21,7 @@ from typing import Any
 
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.stores import codec
-from bot.stores.protocols import check_oauth_state
+from bot.stores.installations import check_oauth_state
 from bot.stores.records import (
     NewMessage,
     SessionState,

@@ -265,7 +265,7 @@ async def test_loop_guard_admits_at_once_when_idle_and_throttles_when_overloaded
     import asyncio
     import time
 
-    from adapters.slack.loadguard import LoopGuard
+    from adapters.common.loadguard import LoopGuard
 
     guard = LoopGuard(tick=0.01, max_lag=0.015, per_tick=5)
     await guard.admit()  # not started: never blocks

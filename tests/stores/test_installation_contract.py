@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from adapters.slack.oauth import SlackInstallationStorage
-from bot.stores.protocols import InstallationDocStore, Store
+from bot.stores.installations import InstallationDocStore, installation_docs
+from bot.stores.protocols import Store
 from tests.stores.backends import Backend
 
 TOKEN = "xoxb-1111-2222-secret-bot-token"
@@ -37,40 +38,48 @@ def bot_doc(team: str, token: str = TOKEN, **extra: Any) -> dict[str, Any]:
     }
 
 
-def test_a_store_is_a_slack_installation_storage(store: Store) -> None:
-    """The core's protocol and the adapter's are structurally identical (checked by mypy: run
-    `mypy tests/stores/test_installation_contract.py`; bot/slack_main.py relies on it too)."""
-    as_adapter_storage: SlackInstallationStorage = store
-    as_core_protocol: InstallationDocStore = store
-    back_to_adapter: SlackInstallationStorage = as_core_protocol
-    assert as_adapter_storage is as_core_protocol is back_to_adapter is store
+@pytest.fixture
+def docs(store: Store) -> InstallationDocStore:
+    return installation_docs(store)
+
+
+def test_a_store_keeps_slack_installations_apart(store: Store) -> None:
+    """The stores' protocol and the adapter's are structurally identical (checked by mypy: run
+    `mypy tests/stores/test_installation_contract.py`; adapters/slack/main.py relies on it);
+    `Store` itself does not carry them."""
+    as_core_protocol = installation_docs(store)
+    as_adapter_storage: SlackInstallationStorage = as_core_protocol
+    assert as_adapter_storage is as_core_protocol is store
+    assert "put_doc" not in Store.__dict__ and not hasattr(Store, "put_doc")
+    with pytest.raises(TypeError, match="keeps no Slack installations"):
+        installation_docs(object())
 
 
 # --- documents -------------------------------------------------------------------------------
 
 
-async def test_put_get_and_upsert(store: Store) -> None:
-    assert await store.get_doc("-", "T1", "bot") is None
+async def test_put_get_and_upsert(docs: InstallationDocStore) -> None:
+    assert await docs.get_doc("-", "T1", "bot") is None
     sent = bot_doc("T1")
-    await store.put_doc("-", "T1", "bot", sent)
-    read = await store.get_doc("-", "T1", "bot")
+    await docs.put_doc("-", "T1", "bot", sent)
+    read = await docs.get_doc("-", "T1", "bot")
     assert read == sent
 
     assert read is not None
     read["bot_token"] = "changed by the caller"  # a copy: the stored document is untouched
     sent["bot_token"] = "changed after put"
-    assert (await store.get_doc("-", "T1", "bot") or {})["bot_token"] == TOKEN
+    assert (await docs.get_doc("-", "T1", "bot") or {})["bot_token"] == TOKEN
 
-    await store.put_doc("-", "T1", "bot", bot_doc("T1", "xoxb-new", bot_id="B2"))
-    replaced = await store.get_doc("-", "T1", "bot")
+    await docs.put_doc("-", "T1", "bot", bot_doc("T1", "xoxb-new", bot_id="B2"))
+    replaced = await docs.get_doc("-", "T1", "bot")
     assert replaced is not None and (replaced["bot_token"], replaced["bot_id"]) == (
         "xoxb-new",
         "B2",
     )
-    assert await store.delete_docs("-", "T1") == 1  # the upsert did not add a second document
+    assert await docs.delete_docs("-", "T1") == 1  # the upsert did not add a second document
 
 
-async def test_dash_ids_and_names_are_separate_keys(store: Store) -> None:
+async def test_dash_ids_and_names_are_separate_keys(docs: InstallationDocStore) -> None:
     keys = [
         ("-", "T1", "bot"),
         ("E1", "T1", "bot"),
@@ -80,31 +89,31 @@ async def test_dash_ids_and_names_are_separate_keys(store: Store) -> None:
         ("-", "T2", "bot"),
     ]
     for i, key in enumerate(keys):
-        await store.put_doc(*key, {"n": i})
+        await docs.put_doc(*key, {"n": i})
     for i, key in enumerate(keys):
-        assert await store.get_doc(*key) == {"n": i}
-    assert await store.get_doc("-", "-", "bot") is None
-    assert await store.get_doc("E2", "T1", "bot") is None
+        assert await docs.get_doc(*key) == {"n": i}
+    assert await docs.get_doc("-", "-", "bot") is None
+    assert await docs.get_doc("E2", "T1", "bot") is None
 
 
-async def test_delete_by_name_and_whole_team(store: Store) -> None:
+async def test_delete_by_name_and_whole_team(docs: InstallationDocStore) -> None:
     for name in ("bot", "installer", "installer:U1", "installer:U2"):
-        await store.put_doc("-", "T1", name, bot_doc("T1"))
-    await store.put_doc("-", "T2", "bot", bot_doc("T2"))
-    await store.put_doc("E1", "T1", "bot", bot_doc("T1"))  # same team id, another enterprise
+        await docs.put_doc("-", "T1", name, bot_doc("T1"))
+    await docs.put_doc("-", "T2", "bot", bot_doc("T2"))
+    await docs.put_doc("E1", "T1", "bot", bot_doc("T1"))  # same team id, another enterprise
 
-    assert await store.delete_docs("-", "T1", "installer:U1") == 1
-    assert await store.delete_docs("-", "T1", "installer:U1") == 0
-    assert await store.get_doc("-", "T1", "installer:U1") is None
-    assert await store.get_doc("-", "T1", "installer:U2") is not None
+    assert await docs.delete_docs("-", "T1", "installer:U1") == 1
+    assert await docs.delete_docs("-", "T1", "installer:U1") == 0
+    assert await docs.get_doc("-", "T1", "installer:U1") is None
+    assert await docs.get_doc("-", "T1", "installer:U2") is not None
 
-    assert await store.delete_docs("-", "T1") == 3
-    assert await store.delete_docs("-", "T1", None) == 0
+    assert await docs.delete_docs("-", "T1") == 3
+    assert await docs.delete_docs("-", "T1", None) == 0
     for name in ("bot", "installer", "installer:U2"):
-        assert await store.get_doc("-", "T1", name) is None
-    assert await store.get_doc("-", "T2", "bot") == bot_doc("T2")
-    assert await store.get_doc("E1", "T1", "bot") == bot_doc("T1")
-    assert await store.delete_docs("-", "TNEVER") == 0
+        assert await docs.get_doc("-", "T1", name) is None
+    assert await docs.get_doc("-", "T2", "bot") == bot_doc("T2")
+    assert await docs.get_doc("E1", "T1", "bot") == bot_doc("T1")
+    assert await docs.delete_docs("-", "TNEVER") == 0
 
 
 @pytest.mark.parametrize(
@@ -112,19 +121,19 @@ async def test_delete_by_name_and_whole_team(store: Store) -> None:
     [("", "T1", "bot"), ("-", "", "bot"), ("-", " ", "bot"), ("-", "T1", "")],
 )
 async def test_empty_key_parts_are_refused(
-    store: Store, enterprise_id: str, team_id: str, name: str
+    docs: InstallationDocStore, enterprise_id: str, team_id: str, name: str
 ) -> None:
-    await store.put_doc("-", "T1", "bot", bot_doc("T1"))
+    await docs.put_doc("-", "T1", "bot", bot_doc("T1"))
     with pytest.raises(ValueError):
-        await store.put_doc(enterprise_id, team_id, name, {})
+        await docs.put_doc(enterprise_id, team_id, name, {})
     with pytest.raises(ValueError):
-        await store.get_doc(enterprise_id, team_id, name)
+        await docs.get_doc(enterprise_id, team_id, name)
     with pytest.raises(ValueError):
-        await store.delete_docs(enterprise_id, team_id, name)
+        await docs.delete_docs(enterprise_id, team_id, name)
     if name:  # an empty enterprise or team never means "every team"
         with pytest.raises(ValueError):
-            await store.delete_docs(enterprise_id, team_id)
-    assert await store.get_doc("-", "T1", "bot") is not None
+            await docs.delete_docs(enterprise_id, team_id)
+    assert await docs.get_doc("-", "T1", "bot") is not None
 
 
 async def test_old_documents_without_schema_version_are_read(backend: Backend) -> None:
@@ -132,43 +141,43 @@ async def test_old_documents_without_schema_version_are_read(backend: Backend) -
         "slack_installations",
         {"enterprise_id": "-", "team_id": "T9", "name": "bot", "doc": bot_doc("T9")},
     )
-    assert await backend.store.get_doc("-", "T9", "bot") == bot_doc("T9")
+    assert await installation_docs(backend.store).get_doc("-", "T9", "bot") == bot_doc("T9")
 
 
 # --- OAuth states ----------------------------------------------------------------------------
 
 
-async def test_a_state_is_consumed_once(store: Store) -> None:
-    await store.put_oauth_state("state-1", time.time() + 600)
-    await store.put_oauth_state("state-2", expires_at=time.time() + 600)
-    assert await store.consume_oauth_state("state-1") is True
-    assert await store.consume_oauth_state("state-1") is False
-    assert await store.consume_oauth_state("never-issued") is False
-    assert await store.consume_oauth_state("") is False
-    assert await store.consume_oauth_state("state-2") is True
+async def test_a_state_is_consumed_once(docs: InstallationDocStore) -> None:
+    await docs.put_oauth_state("state-1", time.time() + 600)
+    await docs.put_oauth_state("state-2", expires_at=time.time() + 600)
+    assert await docs.consume_oauth_state("state-1") is True
+    assert await docs.consume_oauth_state("state-1") is False
+    assert await docs.consume_oauth_state("never-issued") is False
+    assert await docs.consume_oauth_state("") is False
+    assert await docs.consume_oauth_state("state-2") is True
 
 
-async def test_an_expired_state_is_not_consumable(store: Store) -> None:
-    await store.put_oauth_state("stale", time.time() - 1)
-    assert await store.consume_oauth_state("stale") is False
-    await store.put_oauth_state("renewed", time.time() - 1)
-    await store.put_oauth_state("renewed", time.time() + 600)  # putting again replaces the expiry
-    assert await store.consume_oauth_state("renewed") is True
-    await store.put_oauth_state("shortened", time.time() + 600)
-    await store.put_oauth_state("shortened", time.time() - 1)
-    assert await store.consume_oauth_state("shortened") is False
+async def test_an_expired_state_is_not_consumable(docs: InstallationDocStore) -> None:
+    await docs.put_oauth_state("stale", time.time() - 1)
+    assert await docs.consume_oauth_state("stale") is False
+    await docs.put_oauth_state("renewed", time.time() - 1)
+    await docs.put_oauth_state("renewed", time.time() + 600)  # putting again replaces the expiry
+    assert await docs.consume_oauth_state("renewed") is True
+    await docs.put_oauth_state("shortened", time.time() + 600)
+    await docs.put_oauth_state("shortened", time.time() - 1)
+    assert await docs.consume_oauth_state("shortened") is False
 
 
-async def test_concurrent_consumers_of_one_state_get_one_true(store: Store) -> None:
-    await store.put_oauth_state("contested", time.time() + 600)
-    results = await asyncio.gather(*(store.consume_oauth_state("contested") for _ in range(10)))
+async def test_concurrent_consumers_of_one_state_get_one_true(docs: InstallationDocStore) -> None:
+    await docs.put_oauth_state("contested", time.time() + 600)
+    results = await asyncio.gather(*(docs.consume_oauth_state("contested") for _ in range(10)))
     assert sorted(results) == [False] * 9 + [True]
 
 
-async def test_bad_oauth_states_are_refused(store: Store) -> None:
+async def test_bad_oauth_states_are_refused(docs: InstallationDocStore) -> None:
     with pytest.raises(ValueError):
-        await store.put_oauth_state("", time.time() + 600)
+        await docs.put_oauth_state("", time.time() + 600)
     with pytest.raises(ValueError):
-        await store.put_oauth_state("s", float("inf"))
+        await docs.put_oauth_state("s", float("inf"))
     with pytest.raises(TypeError):
-        await store.put_oauth_state("s", "tomorrow")  # type: ignore[arg-type]
+        await docs.put_oauth_state("s", "tomorrow")  # type: ignore[arg-type]

@@ -1,8 +1,8 @@
-"""Background work started after the 3-second ack, tracked so shutdown can wait for it.
+"""Background work started after an event is accepted, tracked so shutdown can wait for it.
 
-Bolt acks events before running listeners; the listeners here only hand the turn to this
-tracker, which keeps a strong reference to every task (asyncio itself keeps only weak ones) and
-lets `drain()` finish in-flight answers on SIGTERM instead of dropping them.
+Adapters (Slack after its 3-second ack, Discord after a gateway dispatch) only hand each turn to
+this tracker, which keeps a strong reference to every task (asyncio itself keeps only weak ones)
+and lets `drain()` finish in-flight answers on SIGTERM instead of dropping them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from adapters.slack.logs import emit
+from adapters.common.logs import emit
 from bot import metrics
 
 _LOG = logging.getLogger(__name__)
@@ -20,7 +20,8 @@ T = TypeVar("T")
 
 
 class TaskTracker:
-    def __init__(self) -> None:
+    def __init__(self, platform: str = "slack") -> None:
+        self._platform = platform
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
 
@@ -39,10 +40,10 @@ class TaskTracker:
             return
         exc = task.exception()
         if exc is not None:
-            metrics.ERRORS.labels("slack", "task_failed").inc()
+            metrics.ERRORS.labels(self._platform, "task_failed").inc()
             emit(
                 _LOG,
-                "slack_task_failed",
+                f"{self._platform}_task_failed",
                 logging.ERROR,
                 task=task.get_name(),
                 error=type(exc).__name__,
@@ -57,7 +58,7 @@ class TaskTracker:
         if not self._tasks:
             return 0
         pending = set(self._tasks)
-        emit(_LOG, "slack_draining", tasks=len(pending), grace=grace)
+        emit(_LOG, f"{self._platform}_draining", tasks=len(pending), grace=grace)
         _, still = await asyncio.wait(pending, timeout=grace)
         for task in still:
             task.cancel()

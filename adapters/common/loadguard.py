@@ -39,7 +39,7 @@ class LoopGuard:
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.create_task(self._monitor(), name="slack-loop-guard")
+            self._task = asyncio.create_task(self._monitor(), name="loop-guard")
 
     async def stop(self) -> None:
         if self._task is not None:
