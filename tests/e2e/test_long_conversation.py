@@ -21,6 +21,9 @@ from tests.helpers import say
 BUDGET = 3000
 TURNS = 200
 FACT = "I am allergic to peanuts"
+# The gated summary waits for 120 turns; on a loaded machine (mongoeco) that outlasts the
+# tests' usual 10 s model timeout, and a timed-out summary is retried (a second request).
+GATED_TIMEOUT = 300.0
 
 
 class SummaryBrain:
@@ -95,7 +98,7 @@ def brain(fake_openai: FakeOpenAI) -> SummaryBrain:
 async def test_long_conversation_sqlite_in_process(
     make_app: Any, fake_openai: FakeOpenAI, brain: SummaryBrain
 ) -> None:
-    app = await make_app(bot_context_tokens=BUDGET)
+    app = await make_app(bot_context_tokens=BUDGET, bot_model_timeout=GATED_TIMEOUT)
     await _converse(app, fake_openai, brain, FACT)
 
 
@@ -111,6 +114,7 @@ async def test_long_conversation_mongo_and_redis(
 ) -> None:
     app = await make_app(
         bot_context_tokens=BUDGET,
+        bot_model_timeout=GATED_TIMEOUT,
         mongodb_uri=mongo_uri,
         mongodb_db=f"t{uuid.uuid4().hex[:10]}",
         redis_url=redis_url,
@@ -122,5 +126,5 @@ async def test_long_conversation_mongo_and_redis(
 async def test_long_conversation_in_chinese(
     make_app: Any, fake_openai: FakeOpenAI, brain: SummaryBrain
 ) -> None:
-    app = await make_app(bot_context_tokens=BUDGET)
+    app = await make_app(bot_context_tokens=BUDGET, bot_model_timeout=GATED_TIMEOUT)
     await _converse(app, fake_openai, brain, "我对花生过敏 (I am allergic to peanuts)")
