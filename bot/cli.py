@@ -50,6 +50,12 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("doctor", help="check configuration and reach each configured service")
 
+    memory = sub.add_parser("memory", help="long-term memory tools")
+    memory_sub = memory.add_subparsers(dest="memory_command", required=True)
+    aud = memory_sub.add_parser("audit", help="scan every store for a phrase (after a forget)")
+    aud.add_argument("--user", required=True, help="PLATFORM:TEAM:USER, e.g. slack:T123:U456")
+    aud.add_argument("--text", required=True, help="the phrase to look for")
+
     demo = sub.add_parser("orders-demo", help="serve the reference order service over a JSON file")
     demo.add_argument("--data", required=True, help="JSON file of orders keyed by order id")
     demo.add_argument("--port", type=_port, default=8081)
@@ -86,6 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_chat(settings, args))
         if args.command == "doctor":
             return asyncio.run(_doctor(settings))
+        if args.command == "memory":
+            from bot.memory.audit_cli import run_audit
+
+            return asyncio.run(run_audit(settings, args.user, args.text))
         if args.command in PLATFORMS:
             return asyncio.run(_platform(args.command, settings))
         if args.command == "consolidate":

@@ -102,6 +102,7 @@ class MongoStore(MongoFacts):
         self._counters: AsyncCollection[Doc] = self.db["counters"]
         self._states: AsyncCollection[Doc] = self.db["session_state"]
         self._facts: AsyncCollection[Doc] = self.db["facts"]
+        self._receipts: AsyncCollection[Doc] = self.db["erasure_receipts"]
         self._installs: AsyncCollection[Doc] = self.db["tool_installs"]
         self._calls: AsyncCollection[Doc] = self.db["tool_calls"]
         self._slack_docs: AsyncCollection[Doc] = self.db["slack_installations"]

@@ -1,4 +1,5 @@
-"""Versioned facts in MongoDB (`facts` collection), mixed into `MongoStore`.
+"""Versioned facts (`facts`) and erasure receipts (`erasure_receipts`) in MongoDB, mixed into
+`MongoStore`.
 
 One document per version. `live_norm` is the normalised text while the version is live and
 `~<id>` once closed, so a unique index on (person, live_norm) forbids two live copies of one
@@ -26,7 +27,7 @@ from bot.stores import codec
 from bot.stores.fact_common import closed_norm, draft_fact, lineage
 from bot.stores.ids import FACT_ID_ATTEMPTS, canonical_fact_id, new_fact_id, normalize_fact
 from bot.stores.protocols import StaleFact
-from bot.stores.records import Fact, FactSource
+from bot.stores.records import ErasureReceipt, Fact, FactSource
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.collection import AsyncCollection
@@ -50,6 +51,7 @@ class MongoFacts:
     """The `FactStore` half of `MongoStore` (errors mapped by the caller's `_unavailable`)."""
 
     _facts: AsyncCollection[Doc]
+    _receipts: AsyncCollection[Doc]
     _guard: Callable[[str], AbstractContextManager[None]]  # maps outages to StoreUnavailable
 
     async def ensure_fact_indexes(self) -> None:
@@ -69,6 +71,7 @@ class MongoFacts:
             [("person", ASCENDING), ("live_norm", ASCENDING)], unique=True
         )
         await self._facts.create_index([("person", ASCENDING), ("live", ASCENDING)])
+        await self._receipts.create_index([("person", ASCENDING), ("created_at", ASCENDING)])
 
     async def add_fact(
         self,
@@ -216,3 +219,14 @@ class MongoFacts:
         with self._guard("delete_all_facts"):
             result = await self._facts.delete_many({"person": person.id})
         return result.deleted_count
+
+    async def add_receipt(self, receipt: ErasureReceipt) -> None:
+        doc: Doc = receipt.model_dump(mode="json")
+        doc["created_at"] = receipt.created_at
+        with self._guard("add_receipt"):
+            await self._receipts.insert_one(doc)
+
+    async def receipts(self, person: PersonKey) -> list[ErasureReceipt]:
+        with self._guard("receipts"):
+            docs = await self._receipts.find({"person": person.id}).sort(_ORDER).to_list()
+        return [codec.load(ErasureReceipt, d) for d in docs]

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.stores.records import (
+    ErasureReceipt,
     Fact,
     FactSource,
     NewMessage,
@@ -115,6 +116,14 @@ class FactStore(Protocol):
         """Erase every version of every fact of this person; returns how many versions."""
 
 
+class ReceiptStore(Protocol):
+    async def add_receipt(self, receipt: ErasureReceipt) -> None:
+        """Keep a deletion receipt (it holds counts, never content)."""
+
+    async def receipts(self, person: PersonKey) -> list[ErasureReceipt]:
+        """This person's receipts, oldest first."""
+
+
 class ToolInstallStore(Protocol):
     async def install(
         self, team: TeamKey, pack: str, config: dict[str, str], *, by: str
@@ -141,6 +150,7 @@ class Store(
     ConversationStore,
     SessionStateStore,
     FactStore,
+    ReceiptStore,
     ToolInstallStore,
     ToolCallLogStore,
     Protocol,

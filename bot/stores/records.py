@@ -162,3 +162,15 @@ def check_installation_key(enterprise_id: str, team_id: str, name: str | None) -
             raise ValueError(
                 f"Slack installation {part} must be a non-empty string ('-' if absent)"
             )
+
+
+class ErasureReceipt(_Record):
+    """Proof that `/memory forget all` ran: who asked, when, how much went. Never any content."""
+
+    id: str
+    person: str  # PersonKey.id whose data was erased (the person who asked)
+    requested_by: str = ""  # the surface it came from ("slack", "discord", "console")
+    requested_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime = Field(default_factory=utcnow)
+    counts: dict[str, int] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=utcnow)

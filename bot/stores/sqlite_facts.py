@@ -1,4 +1,5 @@
-"""Versioned facts in the embedded SQLite store (`fact_versions`), mixed into `SqliteStore`.
+"""Versioned facts (`fact_versions`) and erasure receipts in the embedded SQLite store, mixed
+into `SqliteStore`.
 
 Every version is a row; `live_norm` is the normalised text while the version is live and
 `~<id>` once closed, so the unique index on (person, live_norm) forbids two live copies of one
@@ -17,7 +18,7 @@ from bot.stores import codec
 from bot.stores.fact_common import closed_norm, draft_fact, lineage
 from bot.stores.ids import FACT_ID_ATTEMPTS, canonical_fact_id, new_fact_id, normalize_fact
 from bot.stores.protocols import StaleFact
-from bot.stores.records import Fact, FactSource
+from bot.stores.records import ErasureReceipt, Fact, FactSource
 from bot.stores.sqlite_worker import transaction
 
 if TYPE_CHECKING:
@@ -34,6 +35,12 @@ CREATE TABLE IF NOT EXISTS fact_versions (
     UNIQUE (person, id),
     UNIQUE (person, live_norm)
 );
+CREATE TABLE IF NOT EXISTS erasure_receipts (
+    n INTEGER PRIMARY KEY,
+    person TEXT NOT NULL,
+    doc TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS erasure_receipts_person ON erasure_receipts (person);
 """
 
 
@@ -170,6 +177,26 @@ class SqliteFacts:
         def run(conn: sqlite3.Connection) -> int:
             with transaction(conn):
                 return conn.execute("DELETE FROM fact_versions WHERE person = ?", (pid,)).rowcount
+
+        return await self._db.call(run)
+
+    async def add_receipt(self, receipt: ErasureReceipt) -> None:
+        row = (receipt.person, codec.dump_json(receipt))
+
+        def run(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                conn.execute("INSERT INTO erasure_receipts (person, doc) VALUES (?, ?)", row)
+
+        await self._db.call(run)
+
+    async def receipts(self, person: PersonKey) -> list[ErasureReceipt]:
+        pid = person.id
+
+        def run(conn: sqlite3.Connection) -> list[ErasureReceipt]:
+            rows = conn.execute(
+                "SELECT doc FROM erasure_receipts WHERE person = ? ORDER BY n", (pid,)
+            ).fetchall()
+            return [codec.load_json(ErasureReceipt, r[0]) for r in rows]
 
         return await self._db.call(run)
 
