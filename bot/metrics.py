@@ -7,7 +7,7 @@ Who increments what:
 - the core (turn loop, model client, tool engine): `TURNS`, `TURN_LATENCY`, `MODEL_LATENCY`,
   `MODEL_TOKENS`, `TOOL_CALLS`, `ERRORS`;
 - adapters: `EVENTS`, `DEDUPLICATED_EVENTS`, `ACK_LATENCY`, `PLATFORM_API_ERRORS`, `ERRORS`,
-  `EVENT_LOOP_LAG`, `TURNS_WAITING`.
+  `EVENT_LOOP_LAG`, `TURNS_WAITING`, `REJECTED_REQUESTS`, `DROPPED_MESSAGES`.
 
 Label values must come from small fixed sets (never user text, ids or tokens).
 """
@@ -101,6 +101,19 @@ PLATFORM_API_ERRORS = Counter(
     "bot_platform_api_errors_total",
     "Failed platform Web API calls, by platform and API method.",
     ["platform", "method"],
+    registry=REGISTRY,
+)
+REJECTED_REQUESTS = Counter(
+    "bot_rejected_requests_total",
+    "Requests refused before reaching the platform SDK, by reason (too_large | slow_body | "
+    "aborted | bad_signature | stale_signature | malformed | idle_connection).",
+    ["platform", "reason"],
+    registry=REGISTRY,
+)
+DROPPED_MESSAGES = Counter(
+    "bot_dropped_messages_total",
+    "Messages deliberately not answered, by platform and reason (rate_limited | edited ...).",
+    ["platform", "reason"],
     registry=REGISTRY,
 )
 

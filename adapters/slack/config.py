@@ -73,6 +73,11 @@ class SlackConfig:
     max_concurrent_turns: int = 256
     rate_limit_retries: int = 3
     command_inline_seconds: float = 2.0
+    # HTTP intake: body cap (Slack's own payloads are far smaller), time to receive a body,
+    # and time a connection may stay without a complete request head (slowloris).
+    max_body_bytes: int = 2 * 1024 * 1024
+    body_timeout: float = 10.0
+    idle_timeout: float = 10.0
     shutdown_grace_seconds: float = 20.0
 
     @property

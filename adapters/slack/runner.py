@@ -12,12 +12,12 @@ import contextlib
 import logging
 import signal
 
-from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
 from adapters.common.logs import emit
 from adapters.slack.app import SlackRuntime
-from adapters.slack.config import SlackConfig
+from adapters.slack.config import SlackConfig, SlackConfigError
+from adapters.slack.connguard import GuardedSite, app_runner
 from adapters.slack.oauth import SlackInstallationStorage
 from adapters.slack.server import build_web_app
 from bot.core import BotCore
@@ -42,7 +42,7 @@ async def run_slack(
     """Run until SIGTERM/SIGINT (or `stop` is set). The caller owns and closes `core`."""
     runtime = SlackRuntime(core, config, storage)
     web_app = build_web_app(runtime, events=not config.socket_mode)
-    runner = web.AppRunner(web_app, access_log=None, handle_signals=False)
+    runner = app_runner(web_app)
     await runner.setup()  # starts the runtime (session, auth.test)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -53,8 +53,14 @@ async def run_slack(
             installed.append(sig)
     handler: AsyncSocketModeHandler | None = None
     try:
-        site = web.TCPSite(runner, config.http_host, config.http_port)
-        await site.start()
+        site = GuardedSite(runner, config.http_host, config.http_port)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise SlackConfigError(
+                f"cannot listen on {config.http_host}:{config.http_port} (BOT_HTTP_HOST/"
+                f"BOT_HTTP_PORT): {exc.strerror or exc}"
+            ) from None
         if config.socket_mode:
             handler = socket_mode_handler(runtime)
             await handler.connect_async()  # type: ignore[no-untyped-call]

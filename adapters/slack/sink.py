@@ -253,7 +253,8 @@ class SlackReplySink:
                 self._mode = "stalled"  # keep the partial stream; finish() will fix the text
 
     async def _update_progress(self) -> None:
-        preview = truncate(markdown_to_mrkdwn(self._text), self._config.message_limit)
+        limit = self._config.message_limit
+        preview = truncate(markdown_to_mrkdwn(self._text[: 2 * limit]), limit)
         sent = len(self._text)
         try:
             if self._posted_ts is None:
@@ -299,13 +300,12 @@ class SlackReplySink:
         `blocks=[]`: chat.update keeps a message's existing blocks unless told to drop them, and
         a streamed message is stored as blocks, so a text-only update would leave it unchanged.
         """
-        if long:
+        if long and await self._upload(final):
             await self._client.chat_update(
                 channel=self._target.channel, ts=ts, text=self._long_note(final), blocks=[]
             )
-            await self._upload(final)
             return
-        parts = split_message(markdown_to_mrkdwn(final), self._config.message_limit)
+        parts = self._parts_of(final, long)
         await self._client.chat_update(
             channel=self._target.channel, ts=ts, text=parts[0], blocks=[]
         )
@@ -313,18 +313,35 @@ class SlackReplySink:
             await self._post(part)
 
     async def _post_new(self, final: str, long: bool) -> None:
-        if long:
+        if long and await self._upload(final):
             await self._post(self._long_note(final))
-            await self._upload(final)
             return
-        for part in split_message(markdown_to_mrkdwn(final), self._config.message_limit):
+        for part in self._parts_of(final, long):
             await self._post(part)
 
+    def _parts_of(self, final: str, long: bool) -> list[str]:
+        """The answer as messages; a long one (its file upload failed) bounded, with a note."""
+        limit = self._config.message_limit
+        if not long:
+            return split_message(markdown_to_mrkdwn(final), limit)
+        most = 10
+        parts = split_message(markdown_to_mrkdwn(final[: (most + 1) * limit]), limit)
+        if len(parts) > most or len(final) > (most + 1) * limit:
+            shown = sum(len(p) for p in parts[:most])
+            parts = [
+                *parts[:most],
+                f"_(answer cut: about {max(0, len(final) - shown):,} more characters not shown; "
+                "the file upload failed)_",
+            ]
+        return parts
+
     def _long_note(self, final: str) -> str:
-        head = truncate(markdown_to_mrkdwn(final), min(1500, self._config.message_limit - 120))
+        room = min(1500, self._config.message_limit - 120)
+        head = truncate(markdown_to_mrkdwn(final[: 2 * room]), room)
         return f"{head}\n\n_The full answer ({len(final):,} characters) is attached as a file._"
 
-    async def _upload(self, final: str) -> None:
+    async def _upload(self, final: str) -> bool:
+        """Upload the whole answer as a Markdown file in the thread; False when that failed."""
         try:
             await self._client.files_upload_v2(
                 content=final,
@@ -334,14 +351,10 @@ class SlackReplySink:
                 thread_ts=self._target.thread_ts,
             )
         except Exception as exc:
-            # No file upload (scope or plan): post it in parts, bounded, rather than lose it.
+            # No file upload (scope or plan): the caller posts it in parts, bounded.
             api_failed(_LOG, "files.uploadV2", exc, channel=self._target.channel)
-            parts = split_message(markdown_to_mrkdwn(final), self._config.message_limit)
-            limit = 10
-            for part in parts[:limit]:
-                await self._post(part)
-            if len(parts) > limit:
-                await self._post(f"_(answer cut: {len(parts) - limit} more parts not shown)_")
+            return False
+        return True
 
     async def _post(self, text: str) -> str:
         resp = await self._client.chat_postMessage(

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from aiohttp import ClientResponse, ClientSession
-from aiohttp.test_utils import TestServer
+from aiohttp import ClientResponse, ClientSession, web
 from slack_sdk.signature import SignatureVerifier
 
 from adapters.slack import SlackConfig, create_http_app
+from adapters.slack.connguard import GuardedSite, app_runner
 from adapters.slack.oauth import SlackInstallationStorage
 from bot.core import BotCore
 from tests.fakes.slack_api import FakeSlack
@@ -57,7 +57,8 @@ class SlackHarness:
     fake: FakeSlack
     core: BotCore
     config: SlackConfig
-    server: TestServer
+    runner: web.AppRunner
+    site: GuardedSite
     http: ClientSession
     team: str = "T0TEST"
     sent: list[str] = field(default_factory=list)
@@ -81,16 +82,23 @@ class SlackHarness:
         }
         values.update(config)
         cfg = SlackConfig(**values)
-        server = TestServer(create_http_app(core, cfg, storage=storage), host="127.0.0.1")
-        await server.start_server()
-        return cls(fake, core, cfg, server, ClientSession(), team=fake.team_id)
+        # Served the way `bot slack` serves it (connection guard included), on a free port.
+        runner = app_runner(create_http_app(core, cfg, storage=storage))
+        await runner.setup()
+        site = GuardedSite(runner, "127.0.0.1", 0)
+        await site.start()
+        return cls(fake, core, cfg, runner, site, ClientSession(), team=fake.team_id)
 
     async def close(self) -> None:
         await self.http.close()
-        await self.server.close()
+        await self.runner.cleanup()
+
+    @property
+    def port(self) -> int:
+        return self.site.port
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.server.port}{path}"
+        return f"http://127.0.0.1:{self.port}{path}"
 
     async def post_raw(
         self,

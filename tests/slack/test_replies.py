@@ -101,8 +101,25 @@ async def test_without_file_upload_a_huge_answer_is_posted_in_parts(
     ts = await slack.dm("dump")
     await slack.wait_done(ts)
     replies = slack.replies("D1")
-    assert "attached as a file" in replies[0]
+    assert not any("attached as a file" in r for r in replies)  # no file: never claim one
     assert all(len(r) <= 3900 for r in replies) and len(replies) >= 6
+    assert "".join(replies).replace("\n", "").startswith(HUGE[:1000].replace("\n", ""))
+
+
+async def test_failed_upload_of_a_streamed_answer_claims_no_file(
+    start_harness: StartHarness,
+) -> None:
+    core = EchoCore(reply="word " * 40_000, chunks=30)
+    slack = await start_harness(core)
+    slack.fake.fail(
+        "files.getUploadURLExternal", status=200, error="missing_scope", retry_after=None
+    )
+    ts = await slack.mention("dump in thread")
+    await slack.wait_done(ts)
+    replies = slack.replies("C1", thread_ts=ts)
+    assert not any("attached as a file" in r for r in replies)
+    assert len(replies) == 11 and all(len(r) <= 3900 for r in replies)
+    assert replies[-1].startswith("_(answer cut: about") and "upload failed" in replies[-1]
 
 
 async def test_final_text_replaces_a_different_streamed_draft(start_harness: StartHarness) -> None:

@@ -43,7 +43,7 @@ async def test_cancelled_turn_clears_reaction(start_harness: StartHarness) -> No
     slack = await start_harness(core, shutdown_grace_seconds=0.2)
     ts = await slack.mention("slow one")
     await slack.fake.wait_for(lambda: bool(slack.fake.calls_to("reactions.add", timestamp=ts)))
-    await slack.server.close()  # runtime.stop(): drain(0.2 s) then cancel
+    await slack.runner.cleanup()  # runtime.stop(): drain(0.2 s) then cancel
     await asyncio.sleep(0.3)
     assert slack.fake.calls_to("reactions.remove", timestamp=ts), "reaction left on the message"
     [reply] = slack.replies("C1", thread_ts=ts)
