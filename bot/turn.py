@@ -170,8 +170,9 @@ class TurnRunner:
             speaker_id=person.id,
             team_id=session.team_key.id,
             turn_id=turn_id,
+            speaker_name=msg.user_name,
+            message_id=msg.message_id,
             message_ref=f"{session.id}#{stored_user.seq}",
-            extras={"person": person, "session": session},
         )
 
         for round_no in range(1, self.max_rounds + 2):
