@@ -281,11 +281,6 @@ class MongoStore(MongoFacts):
         state.version, state.updated_at = new.version, new.updated_at
         return True
 
-    async def delete_state(self, session: SessionKey) -> bool:
-        with _unavailable("delete_state"):
-            result = await self._states.delete_one({"session": session.id})
-        return result.deleted_count > 0
-
     # --- tool installs -----------------------------------------------------------------------
 
     async def install(

@@ -67,8 +67,6 @@ class SessionStateStore(Protocol):
         `state.session` is not `session.id`.
         """
 
-    async def delete_state(self, session: SessionKey) -> bool: ...
-
 
 class StaleFact(Exception):
     """The fact to close is not live any more (closed or erased meanwhile): reconcile again."""
