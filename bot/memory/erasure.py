@@ -131,6 +131,12 @@ class Eraser:
             dropped = person.id in state.summary_speakers or any(
                 p.speaker == person.id for p in state.pinned
             )
+            pending = state.consolidation
+            if pending is not None and (
+                any(f.person == person.id for f in pending.facts)
+                or any(person.id in m.people for m in pending.memories)
+            ):
+                state.consolidation = None  # holds their words: extracted again without them
             if dropped:
                 state.summary = ""
                 state.summary_speakers = []

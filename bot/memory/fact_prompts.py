@@ -36,3 +36,56 @@ RECONCILE_SCHEMA: dict[str, Any] = {
     "required": ["event", "target_id", "key", "text", "reason"],
     "additionalProperties": False,
 }
+
+EXTRACT_TASK = "memory_extraction"
+
+EXTRACT_SYSTEM = """\
+[task: memory_extraction]
+You turn one stretch of a team chat into long-term memory. You get the messages as JSON (id, \
+role, person, date, text). Return:
+- facts: durable facts about a PERSON, each taken from that person's OWN message (role "user"; \
+give its id as message and that message's person as person): preferences, allergies, diet, \
+where they live, their job, standing instructions. source is "user" when they said it, \
+"inferred" when you deduce it from what they said, "tool" when it comes from tool data in \
+their turn. Never take a fact from the assistant's messages, never from text inside \
+<recalled-memory> tags (it is already remembered), never greetings, questions, passing \
+states ("tired today") or guesses. key: a short snake_case subject (diet, allergy, home_city).
+- memories: a few short, self-contained notes of what happened or was decided (with dates), \
+each with the ids of the messages it draws on.
+Reply as JSON.\
+"""
+
+EXTRACT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "facts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "person": {"type": "string"},
+                    "text": {"type": "string"},
+                    "key": {"type": "string"},
+                    "source": {"type": "string", "enum": ["user", "inferred", "tool"]},
+                    "message": {"type": "string"},
+                },
+                "required": ["person", "text", "key", "source", "message"],
+                "additionalProperties": False,
+            },
+        },
+        "memories": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string"},
+                    "messages": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["text", "messages"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["facts", "memories"],
+    "additionalProperties": False,
+}

@@ -22,6 +22,7 @@ import logging
 import weakref
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from bot.keys import PersonKey, SessionKey
@@ -51,6 +52,7 @@ class Candidate:
     session: SessionKey | None = None
     source_ref: str | None = None
     source_messages: tuple[str, ...] = ()
+    said_at: datetime | None = None  # when it was said (None: now)
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,9 @@ class Reconciler:
             if near_duplicate(text, fact.text):
                 if RANK[cand.source] > RANK[fact.source]:
                     # Said by the person now, inferred before: the same fact, better sourced.
-                    return await self._apply(person, cand, _Verdict("UPDATE", fact, key, text))
+                    verdict = self._guarded(cand, _Verdict("UPDATE", fact, key, text))
+                    if verdict.outcome == "UPDATE":
+                        return await self._apply(person, cand, verdict)
                 return Decision("NOOP", fact=fact, reason="duplicate")
         verdict, tokens = await self._decide(cand, text, key, live)
         decision = await self._apply(person, cand, verdict)
@@ -196,10 +200,13 @@ class Reconciler:
 
     @staticmethod
     def _guarded(cand: Candidate, verdict: _Verdict) -> _Verdict:
-        """Never let tool data or an inference replace what outranks it."""
+        """Never let tool data or an inference replace what outranks it, nor an older statement
+        replace a newer one (a month consolidated at once, sessions in any order)."""
         target = verdict.target
         if target is not None and RANK[cand.source] < RANK[target.source]:
             return _Verdict("REJECT", target, reason=f"outranked by a {target.source} fact")
+        if target is not None and cand.said_at is not None and cand.said_at < target.valid_from:
+            return _Verdict("REJECT", target, reason="older than what is known")
         return verdict
 
     async def _apply(self, person: PersonKey, cand: Candidate, v: _Verdict) -> Decision:
@@ -212,6 +219,7 @@ class Reconciler:
                 session=cand.session,
                 source_ref=cand.source_ref,
                 source_messages=cand.source_messages,
+                valid_from=cand.said_at,
             )
             return Decision("ADD", fact=fact, reason=v.reason)
         if v.outcome == "UPDATE" and v.target is not None:
@@ -224,6 +232,7 @@ class Reconciler:
                 session=cand.session,
                 source_ref=cand.source_ref,
                 source_messages=cand.source_messages,
+                valid_from=cand.said_at,
             )
             return Decision("UPDATE", fact=new, closed=v.target, reason=v.reason)
         if v.outcome == "DELETE" and v.target is not None:

@@ -6,16 +6,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bot.keys import SessionKey
 from bot.stores.records import Fact
 
 _SOURCE = {"user": "you said", "tool": "tool data", "inferred": "inferred"}
 MAX_SHOWN = 100  # a long history is cut (newest kept) so the reply stays readable
 
 
+def _where(ref: str) -> str:
+    """`slack:T1:C1:-#12` as a person reads it: "in C1, message 12" (thread named if any)."""
+    session_id, _, seq = ref.rpartition("#")
+    try:
+        key = SessionKey.parse(session_id)
+    except ValueError:
+        return f"in message {ref}"
+    place = key.channel + (f" (thread {key.thread})" if key.thread else "")
+    return f"in {place}, message {seq}" if seq.isdigit() else f"in {place}"
+
+
 def _why(fact: Fact) -> str:
     source = _SOURCE.get(fact.source, fact.source)
     if fact.source_messages:
-        return f"{source} in message {fact.source_messages[-1]}"
+        return f"{source} {_where(fact.source_messages[-1])}"
     return source
 
 

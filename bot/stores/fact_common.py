@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from bot.keys import PersonKey, SessionKey
 from bot.stores import codec
@@ -23,8 +24,10 @@ def draft_fact(
     session: SessionKey | None,
     source_ref: str | None,
     source_messages: Sequence[str],
+    valid_from: datetime | None = None,
 ) -> Fact:
-    """A new live version (its id is assigned on insert)."""
+    """A new live version (its id is assigned on insert), true since `valid_from` (when it was
+    said; now by default)."""
     now = codec.now_ms()
     return Fact(
         id="-",
@@ -35,7 +38,7 @@ def draft_fact(
         session=session.id if session is not None else None,
         source_ref=source_ref,
         source_messages=list(source_messages),
-        valid_from=now,
+        valid_from=valid_from or now,
         created_at=now,
     )
 

@@ -40,6 +40,7 @@ from pymongo.errors import (
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.stores import codec
 from bot.stores.installations import check_oauth_state
+from bot.stores.leases import MongoLeases
 from bot.stores.mongo_facts import MongoFacts
 from bot.stores.protocols import StoreUnavailable
 from bot.stores.records import (
@@ -53,6 +54,7 @@ from bot.stores.records import (
     check_installation_key,
     utcnow,
 )
+from bot.stores.retention import MongoRetention
 
 Doc = dict[str, Any]
 TOOL_CALL_RETENTION = timedelta(days=7)
@@ -89,7 +91,7 @@ def _doc(record: Any) -> Doc:
     return doc
 
 
-class MongoStore(MongoFacts):
+class MongoStore(MongoFacts, MongoLeases, MongoRetention):
     """`Store` over one MongoDB database; `await MongoStore.open(uri, db)` or wrap a client.
     Facts: see `bot.stores.mongo_facts`."""
 
@@ -103,6 +105,7 @@ class MongoStore(MongoFacts):
         self._states: AsyncCollection[Doc] = self.db["session_state"]
         self._facts: AsyncCollection[Doc] = self.db["facts"]
         self._receipts: AsyncCollection[Doc] = self.db["erasure_receipts"]
+        self._leases: AsyncCollection[Doc] = self.db["leases"]
         self._installs: AsyncCollection[Doc] = self.db["tool_installs"]
         self._calls: AsyncCollection[Doc] = self.db["tool_calls"]
         self._slack_docs: AsyncCollection[Doc] = self.db["slack_installations"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pymongo import ASCENDING
@@ -83,8 +83,11 @@ class MongoFacts:
         session: SessionKey | None = None,
         source_ref: str | None = None,
         source_messages: Sequence[str] = (),
+        valid_from: datetime | None = None,
     ) -> Fact:
-        draft = draft_fact(person, text, key, source, session, source_ref, source_messages)
+        draft = draft_fact(
+            person, text, key, source, session, source_ref, source_messages, valid_from
+        )
         with self._guard("add_fact"):
             return await self._insert_live(draft)
 
@@ -115,10 +118,11 @@ class MongoFacts:
         session: SessionKey | None = None,
         source_ref: str | None = None,
         source_messages: Sequence[str] = (),
+        valid_from: datetime | None = None,
     ) -> Fact | None:
         with self._guard("replace_fact"):
             return await self._replace(
-                person, old_id, text, key, source, session, source_ref, source_messages
+                person, old_id, text, key, source, session, source_ref, source_messages, valid_from
             )
 
     async def _replace(
@@ -131,6 +135,7 @@ class MongoFacts:
         session: SessionKey | None,
         source_ref: str | None,
         source_messages: Sequence[str],
+        valid_from: datetime | None,
     ) -> Fact | None:
         pid, fid = person.id, canonical_fact_id(old_id)
         live = await self._live_docs(pid)
@@ -157,17 +162,23 @@ class MongoFacts:
             raise StaleFact(fid)
         new: Fact | None = None
         if text is not None:
-            draft = draft_fact(person, text, key, source, session, source_ref, source_messages)
-            draft.replaces, draft.valid_from = [fid], now
+            draft = draft_fact(
+                person, text, key, source, session, source_ref, source_messages, valid_from
+            )
+            draft.replaces = [fid]
+            when = draft.valid_from
             if normalize_fact(draft.text) == old_doc["live_norm"]:
-                await self._close(pid, fid, now, "updated", None)  # same text: free its norm
+                await self._close(pid, fid, when, "updated", None)  # same text: free its norm
             new = await self._insert_live(draft)
             if new.id != fid and fid not in new.replaces:
                 # The text was already live as another fact: that one stands for both.
                 await self._facts.update_one(
                     {"person": pid, "id": new.id}, {"$addToSet": {"replaces": fid}}
                 )
-        await self._close(pid, fid, now, "updated" if new else "deleted", new.id if new else None)
+        closed_at = draft.valid_from if text is not None else now
+        await self._close(
+            pid, fid, closed_at, "updated" if new else "deleted", new.id if new else None
+        )
         return new
 
     async def _close(

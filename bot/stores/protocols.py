@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from bot.keys import PersonKey, SessionKey, TeamKey
@@ -85,6 +87,7 @@ class FactStore(Protocol):
         session: SessionKey | None = None,
         source_ref: str | None = None,
         source_messages: Sequence[str] = (),
+        valid_from: datetime | None = None,
     ) -> Fact:
         """Store a new live fact; the same text (ignoring case, spacing, a final full stop) as a
         live fact of the same person is not stored twice: that one is returned. ValueError for
@@ -101,6 +104,7 @@ class FactStore(Protocol):
         session: SessionKey | None = None,
         source_ref: str | None = None,
         source_messages: Sequence[str] = (),
+        valid_from: datetime | None = None,
     ) -> Fact | None:
         """Close the live fact `old_id` and, when `text` is given, write its replacement in the
         same transaction (the new version lists it in `replaces`; a reader never sees both
@@ -116,6 +120,34 @@ class FactStore(Protocol):
 
     async def delete_all_facts(self, person: PersonKey) -> int:
         """Erase every version of every fact of this person; returns how many versions."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    name: str
+    holder: str
+    expires_at: float  # Unix seconds
+    ours: bool  # the caller holds it
+
+
+class LeaseStore(Protocol):
+    async def take_lease(self, name: str, holder: str, ttl: float) -> Lease:
+        """Take or renew the lease if free, expired, ours or its holder is dead; the lease as it
+        now stands (`ours` False: someone else holds it)."""
+
+    async def renew_lease(self, name: str, holder: str, ttl: float) -> bool:
+        """Extend our lease; False if it is no longer ours (expired and taken)."""
+
+    async def release_lease(self, name: str, holder: str) -> None: ...
+
+
+class RetentionStore(Protocol):
+    async def prune_messages(self, session: SessionKey, *, upto_seq: int, before: datetime) -> int:
+        """Delete the session's messages with seq <= upto_seq created before `before` (only
+        ever called with the session's consolidation checkpoint); returns the count."""
+
+    async def prune_tool_calls(self, before: datetime) -> int:
+        """Delete tool-call logs created before `before`; returns the count."""
 
 
 class ReceiptStore(Protocol):
@@ -153,6 +185,8 @@ class Store(
     SessionStateStore,
     FactStore,
     ReceiptStore,
+    LeaseStore,
+    RetentionStore,
     ToolInstallStore,
     ToolCallLogStore,
     Protocol,

@@ -64,6 +64,41 @@ class PinnedFact(BaseModel):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class PendingFact(BaseModel):
+    """A fact candidate extracted by a consolidation run, waiting to be reconciled."""
+
+    person: str  # PersonKey.id whose words it came from
+    text: str
+    key: str | None = None
+    source: FactSource = "user"
+    message: str = ""  # "<session id>#<seq>" of the message it came from
+    said_at: datetime | None = None  # when that message was written
+
+
+class PendingMemory(BaseModel):
+    """An episodic memory drawn by a consolidation run, waiting to be indexed."""
+
+    text: str
+    messages: list[str] = Field(default_factory=list)  # "<session id>#<seq>"
+    people: list[str] = Field(default_factory=list)
+    private: bool = False  # drawn from a message said in a private place
+    occurred_at: datetime | None = None  # when its first message was said
+
+
+class PendingConsolidation(BaseModel):
+    """What one consolidation step extracted from a session (messages up to `upto_seq`), kept
+    until applied so a killed run resumes with the same candidates instead of asking the model
+    again. Erased by `/memory forget all` when it draws on that person (it holds their words)."""
+
+    upto_seq: int
+    erasures: int = 0  # the session's erasure counter when the messages were read
+    facts: list[PendingFact] = Field(default_factory=list)
+    memories: list[PendingMemory] = Field(default_factory=list)
+    applied: int = 0  # facts reconciled so far
+    memories_written: bool = False
+    tokens: int = 0
+
+
 class SessionState(_Record):
     """Per-session memory state: rolling summary, pinned key facts, counters."""
 
@@ -76,6 +111,8 @@ class SessionState(_Record):
     summary_failures: int = 0  # summaries failed in a row; the next waits longer (backoff)
     summary_failed_at: datetime | None = None  # when the last one failed
     erasures: int = 0  # bumped by `/memory forget all`; a summary folded before it is discarded
+    consolidated_upto_seq: int = 0  # messages with seq <= this went through consolidation
+    consolidation: PendingConsolidation | None = None  # a step extracted but not yet applied
     version: int = 0  # optimistic-concurrency counter, bumped by every successful put
     updated_at: datetime = Field(default_factory=utcnow)
 

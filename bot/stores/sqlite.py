@@ -22,6 +22,7 @@ from typing import Any
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.stores import codec
 from bot.stores.installations import check_oauth_state
+from bot.stores.leases import LEASES_SCHEMA, SqliteLeases
 from bot.stores.records import (
     NewMessage,
     SessionState,
@@ -32,6 +33,7 @@ from bot.stores.records import (
     check_installation_key,
     utcnow,
 )
+from bot.stores.retention import SqliteRetention
 from bot.stores.sqlite_facts import SqliteFacts, migrate_facts
 from bot.stores.sqlite_worker import SqliteWorker, transaction
 
@@ -97,7 +99,7 @@ def _messages(rows: list[tuple[str]]) -> list[StoredMessage]:
     return [codec.load_json(StoredMessage, row[0]) for row in rows]
 
 
-class SqliteStore(SqliteFacts):
+class SqliteStore(SqliteFacts, SqliteLeases, SqliteRetention):
     """`Store` over one SQLite file; open with `await SqliteStore.open(path)`. Facts: see
     `bot.stores.sqlite_facts`."""
 
@@ -112,6 +114,7 @@ class SqliteStore(SqliteFacts):
         try:
             await store._db.call(lambda conn: conn.executescript(_SCHEMA))
             await store._db.call(migrate_facts)
+            await store._db.call(lambda conn: conn.executescript(LEASES_SCHEMA))
         except BaseException:
             await store.close()
             raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from bot.keys import PersonKey, SessionKey
@@ -75,8 +76,11 @@ class SqliteFacts:
         session: SessionKey | None = None,
         source_ref: str | None = None,
         source_messages: Sequence[str] = (),
+        valid_from: datetime | None = None,
     ) -> Fact:
-        draft = draft_fact(person, text, key, source, session, source_ref, source_messages)
+        draft = draft_fact(
+            person, text, key, source, session, source_ref, source_messages, valid_from
+        )
 
         def run(conn: sqlite3.Connection) -> Fact:
             with transaction(conn):
@@ -101,12 +105,15 @@ class SqliteFacts:
         session: SessionKey | None = None,
         source_ref: str | None = None,
         source_messages: Sequence[str] = (),
+        valid_from: datetime | None = None,
     ) -> Fact | None:
         pid, fid = person.id, canonical_fact_id(old_id)
         draft = (
             None
             if text is None
-            else draft_fact(person, text, key, source, session, source_ref, source_messages)
+            else draft_fact(
+                person, text, key, source, session, source_ref, source_messages, valid_from
+            )
         )
 
         def run(conn: sqlite3.Connection) -> Fact | None:
@@ -118,8 +125,8 @@ class SqliteFacts:
                 if row is None:
                     raise StaleFact(fid)
                 old = codec.load_json(Fact, row[0])
-                now = codec.now_ms()
-                old.valid_to, old.closed_reason = now, "updated" if draft else "deleted"
+                when = draft.valid_from if draft is not None else codec.now_ms()
+                old.valid_to, old.closed_reason = when, "updated" if draft else "deleted"
                 conn.execute(
                     "UPDATE fact_versions SET live = 0, live_norm = ?, doc = ? "
                     "WHERE person = ? AND id = ?",
@@ -127,7 +134,7 @@ class SqliteFacts:
                 )
                 if draft is None:
                     return None
-                draft.replaces, draft.valid_from = [fid], now
+                draft.replaces = [fid]
                 same = conn.execute(
                     "SELECT doc FROM fact_versions WHERE person = ? AND live_norm = ?",
                     (pid, normalize_fact(draft.text)),

@@ -85,28 +85,44 @@ def reconcile(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def extract(payload: dict[str, Any]) -> dict[str, Any]:
-    """Facts from each person's own lines (never the assistant's, never recalled memory)."""
+    """A sloppy extractor on purpose, so the bot's own checks are what keep memory clean: it
+    proposes every first-person sentence of a person (moods and guesses too), reads text inside
+    <recalled-memory> tags like any other, and files what the assistant said about the person
+    ("As a vegetarian, ...") as that person's fact, citing the assistant's message."""
     facts: list[dict[str, str]] = []
+    last_person = ""
     for line in payload.get("messages") or []:
-        if not isinstance(line, dict) or line.get("role") != "user":
+        if not isinstance(line, dict):
             continue
-        said = re.sub(r"<recalled-memory>.*?</recalled-memory>", " ", str(line.get("text", "")))
-        for sentence in re.split(r"(?<=[.!?])\s+", said):
-            s = sentence.strip()
-            if not s or s.endswith("?") or _GREETING.match(s) or not _STATEMENT.search(s):
-                continue
-            if _TRANSIENT.search(s) and not topic_of(s):
-                continue
-            facts.append(
-                {
-                    "person": str(line.get("person", "")),
-                    "text": _third_person(s),
-                    "key": topic_of(s),
-                    "source": "user",
-                    "message": str(line.get("id", "")),
-                }
-            )
+        said = str(line.get("text", "")).replace("<recalled-memory>", " ")
+        said = said.replace("</recalled-memory>", ". ")
+        if line.get("role") == "user":
+            last_person = str(line.get("person", ""))
+            for raw in re.split(r"(?<=[.!?])\s+|\n+", said):
+                s = raw.strip(" -")
+                if not s or s.endswith("?") or _GREETING.match(s):
+                    continue
+                if not (_STATEMENT.search(s) or _RECALLED_FACT.match(s) or _SLOPPY.search(s)):
+                    continue
+                facts.append(_fact(last_person, s, str(line.get("id", ""))))
+        elif line.get("role") == "assistant" and last_person and _RESTATED.search(said):
+            facts.append(_fact(last_person, said, str(line.get("id", ""))))
     return {"facts": facts, "memories": _memories(payload)}
+
+
+def _fact(person: str, sentence: str, message: str) -> dict[str, str]:
+    return {
+        "person": person,
+        "text": _third_person(sentence),
+        "key": topic_of(sentence),
+        "source": "user",
+        "message": message,
+    }
+
+
+_SLOPPY = re.compile(r"^(i'm|i am|maybe i)\b", re.I)
+_RECALLED_FACT = re.compile(r"^(is|lives|likes|prefers|has) ", re.I)
+_RESTATED = re.compile(r"\b(as a|since you|you prefer|you are)\b", re.I)
 
 
 def _memories(payload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -114,7 +130,6 @@ def _memories(payload: dict[str, Any]) -> list[dict[str, Any]]:
     if not lines:
         return []
     said = " ".join(str(m.get("text", "")) for m in lines if m.get("role") == "user")
-    said = re.sub(r"<recalled-memory>.*?</recalled-memory>", " ", said)
     return [{"text": " ".join(said.split())[:300], "messages": [str(m.get("id")) for m in lines]}]
 
 

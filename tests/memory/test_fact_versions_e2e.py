@@ -30,7 +30,7 @@ async def test_one_live_fact_and_one_closed(make_app: Any, fake_openai: FakeOpen
 
     shown = (await app.handle_command(cmd("show"))).text
     assert diet.id in shown and "pescatarian" in shown and "vegetarian" not in shown
-    assert "you said" in shown
+    assert "you said in C2, message" in shown
     history = (await app.handle_command(cmd("show history"))).text
     assert "pescatarian" in history and "vegetarian" in history and "replaced by" in history
 
