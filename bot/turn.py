@@ -187,7 +187,7 @@ class TurnRunner:
             name=msg.user_name,
             meta=meta,
         )
-        await self.memory.append(session, hot, [user_msg])
+        (stored_user,) = await self.memory.append(session, hot, [user_msg])
         view = MemoryView(
             speaker_facts=facts,
             pinned=hot.state.pinned,
@@ -204,6 +204,7 @@ class TurnRunner:
             turn_id=turn_id,
             speaker_name=msg.user_name,
             message_id=msg.message_id,
+            message_ref=f"{session.id}#{stored_user.seq}",
         )
         # Shared files are untrusted content from the start (bot.write_guard).
         guard = WriteGuard(msg.text, tainted=files is not None)
