@@ -18,6 +18,7 @@ import httpx
 from bot.commands import PackCatalog, PackProbeError
 from bot.config import Settings
 from bot.keys import SessionKey, TeamKey
+from bot.memory.reconcile import Reconciler
 from bot.memory.remember import remember
 from bot.metrics import TOOL_BREAKER_OPENS, TOOL_BREAKER_STATE
 from bot.secrets import SecretBox, SecretsUnavailable, open_value
@@ -101,6 +102,7 @@ class ToolboxFactory:
         store: Store,
         cache: Cache,
         config: ExecutorConfig | None = None,
+        reconciler: Reconciler | None = None,
     ) -> None:
         self.store = store
         self.box = SecretBox.from_settings(settings)  # None: secrets are stored in plain text
@@ -126,7 +128,8 @@ class ToolboxFactory:
         self.executor = ToolExecutor(
             config, idempotency=cache, on_record=self._record, breakers=self.breakers
         )
-        self.base = ToolRegistry([remember.bind(facts=store)])
+        self.reconciler = reconciler or Reconciler(store)  # rules only without a model
+        self.base = ToolRegistry([remember.bind(reconciler=self.reconciler)])
         self.build_timeout = BUILD_TIMEOUT
         # Many tools: offer the relevant ones per turn. The embedder (episodic memory's, when
         # the app has one) is optional; set `selector.embedder` to use it.

@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bot import tracing
 from bot.files.intake import FileLimits
 from bot.files.prepare import FileInput, prepare_files
 from bot.files.vision import Vision
@@ -28,6 +29,8 @@ from bot.messages import IncomingMessage, ReplySink
 from bot.model import ModelError, ModelResponse
 from bot.stores.protocols import FactStore, StoreUnavailable
 from bot.stores.records import NewMessage
+from bot.write_guard import WriteGuard
+from tools.registry import ToolRegistry
 from tools.types import ToolCallRecord, ToolCallRequest, ToolContext
 
 log = logging.getLogger(__name__)
@@ -63,6 +66,8 @@ class Model(Protocol):
 
 class Toolbox(Protocol):
     """The tools offered in one turn (built-ins + the team's installed packs)."""
+
+    registry: ToolRegistry  # which tools write (bot.write_guard) and which only read
 
     def schemas(self) -> list[dict[str, Any]]: ...
 
@@ -114,6 +119,33 @@ class TurnRunner:
         self.vision = vision or Vision("off", "")
 
     async def run(self, msg: IncomingMessage, toolbox: Toolbox, sink: ReplySink) -> TurnResult:
+        with tracing.span("turn", {"session": msg.session.id, "platform": msg.platform}) as current:
+            result = await self._traced(msg, toolbox, sink)
+            tracing.set_attributes(
+                current,
+                {
+                    "turn_id": result.turn_id,
+                    "outcome": result.outcome,
+                    "rounds": result.rounds,
+                    "tool_calls": len(result.tool_calls),
+                },
+            )
+            trace = tracing.trace_id(current)
+        fields: dict[str, Any] = {
+            "turn_id": result.turn_id,
+            "session": msg.session.id,
+            "outcome": result.outcome,
+            "rounds": result.rounds,
+            "tool_calls": len(result.tool_calls),
+            "duration_ms": result.duration_ms,
+            "max_request_tokens": max(result.request_tokens, default=0),
+        }
+        if trace is not None:
+            fields["trace_id"] = trace
+        log.info("turn", extra={"fields": fields})
+        return result
+
+    async def _traced(self, msg: IncomingMessage, toolbox: Toolbox, sink: ReplySink) -> TurnResult:
         started = time.perf_counter()
         result = TurnResult(turn_id="t_" + uuid.uuid4().hex[:16], reply="", outcome="error")
         try:
@@ -139,20 +171,6 @@ class TurnRunner:
             await sink.finish(result.reply, error=failed)
         except Exception:
             log.exception("sink_finish_failed", extra={"fields": {"turn_id": result.turn_id}})
-        log.info(
-            "turn",
-            extra={
-                "fields": {
-                    "turn_id": result.turn_id,
-                    "session": msg.session.id,
-                    "outcome": result.outcome,
-                    "rounds": result.rounds,
-                    "tool_calls": len(result.tool_calls),
-                    "duration_ms": result.duration_ms,
-                    "max_request_tokens": max(result.request_tokens, default=0),
-                }
-            },
-        )
         return result
 
     async def _run(
@@ -181,7 +199,7 @@ class TurnRunner:
             name=msg.user_name,
             meta=meta,
         )
-        await self.memory.append(session, hot, [user_msg])
+        (stored_user,) = await self.memory.append(session, hot, [user_msg])
         view = MemoryView(
             speaker_facts=facts,
             pinned=hot.state.pinned,
@@ -201,7 +219,10 @@ class TurnRunner:
             turn_id=turn_id,
             speaker_name=msg.user_name,
             message_id=msg.message_id,
+            message_ref=f"{session.id}#{stored_user.seq}",
         )
+        # Shared files are untrusted content from the start (bot.write_guard).
+        guard = WriteGuard(msg.text, tainted=files is not None)
 
         for round_no in range(1, self.max_rounds + 2):
             final_round = round_no > self.max_rounds
@@ -248,7 +269,7 @@ class TurnRunner:
                     built = self.builder.build(view, current, tools_tokens=tools_tokens)
                     result.request_tokens[-1] = built.tokens
             if response.tool_calls and not final_round:
-                await self._tool_round(session, hot, response, toolbox, ctx, current, result)
+                await self._tool_round(session, hot, response, toolbox, ctx, current, result, guard)
                 continue
             reply = response.content.strip() or EMPTY_REPLY
             private = any(r.name in PRIVATE_TOOLS for r in result.tool_calls)
@@ -294,6 +315,7 @@ class TurnRunner:
         ctx: ToolContext,
         current: list[dict[str, Any]],
         result: TurnResult,
+        guard: WriteGuard,
     ) -> None:
         calls = response.tool_calls
         call_dicts = [
@@ -311,7 +333,33 @@ class TurnRunner:
         current.append(
             {"role": "assistant", "content": response.content or None, "tool_calls": call_dicts}
         )
-        records = await toolbox.run(list(calls), ctx)
+        blocked = {c.id for c in calls if guard.blocks(c, toolbox.registry)}
+        started_ns = tracing.now_ns()
+        ran = iter(await toolbox.run([c for c in calls if c.id not in blocked], ctx))
+        records = [guard.refusal(c) if c.id in blocked else next(ran) for c in calls]
+        if blocked:
+            log.warning(
+                "write_tool_not_asked",
+                extra={
+                    "fields": {
+                        "turn_id": ctx.turn_id,
+                        "tools": sorted({c.name for c in calls if c.id in blocked}),
+                    }
+                },
+            )
+        guard.saw_results(records)
+        for r in records:
+            tracing.record_span(
+                f"tool {r.name[:64]}",
+                started_ns=started_ns,
+                duration_ms=r.duration_ms,
+                attributes={
+                    "tool.call_id": r.call_id,
+                    "tool.tool_call_id": r.tool_call_id[:128],
+                    "tool.outcome": r.outcome,
+                    "tool.attempts": r.attempts,
+                },
+            )
         result.tool_calls.extend(records)
         tool_msgs = [
             NewMessage(
