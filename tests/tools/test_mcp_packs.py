@@ -106,7 +106,7 @@ async def test_calls_end_to_end_with_schema_validation_and_write_rules(
         tool_calls([("tix_create_ticket", {"title": "Printer on fire", "priority": 1})]),
         text("Done: two tickets found and T-101 opened."),
     )
-    sink = await say(app, "find printer tickets and open one")
+    sink = await say(app, "find printer tickets and create one")
     assert sink.final == "Done: two tickets found and T-101 opened."
     offered = _offered(fake_openai, 0)
     assert {"tix_search_tickets", "tix_create_ticket", "remember"} <= offered

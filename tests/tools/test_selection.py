@@ -118,8 +118,10 @@ async def test_many_tools_offered_by_relevance_through_the_bot(
         first = _offered(fake_openai)
         installed = {f"{p}_{t}" for p in ("tix", "ops") for t in TOOLS} | {"remember"}
         assert {"tix_search_tickets", "remember"} <= first and len(first) <= 9
-        missing = sorted(installed - first)
-        assert missing  # some installed tools were left out
+        # some installed tools were left out (read-only ones picked: a write after a tool result
+        # would need the person's own words, see bot.write_guard)
+        missing = sorted(n for n in installed - first if n.endswith(("_chart", "_explode")))
+        assert missing
         # The model calls one it was not offered: it runs, and is offered from the next round.
         fake_openai.push(
             tool_calls([("tix_search_tickets", {"query": "printer"})]),
