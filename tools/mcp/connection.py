@@ -22,17 +22,20 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import httpx2
 import mcp_types as types
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 
 from tools.errors import ToolBusinessError, ToolTransientError
 from tools.netguard import ANY_HOST, BlockedHost, HostPolicy, event_hooks
+
+if TYPE_CHECKING:
+    from mcp import Client
+
+# The `mcp` SDK itself is imported on first use: it pulls in OpenTelemetry and its server side,
+# which a bot with no MCP install never needs (and `bot` imports this module at start).
 
 log = logging.getLogger("tools.mcp")
 # The SDK's HTTP client logs every request line at INFO; the bot logs its own, without URLs.
@@ -62,6 +65,8 @@ def describe_failure(exc: BaseException) -> str:
         return "the server did not answer in time"
     if isinstance(exc, httpx2.TransportError | OSError):
         return "the server could not be reached"
+    from mcp.shared.exceptions import MCPError
+
     if isinstance(exc, MCPError):
         if exc.error.code == types.CONNECTION_CLOSED:
             return "the server could not be reached"
@@ -145,6 +150,9 @@ class McpConnection:
         return client
 
     async def _run(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
         hooks = event_hooks(self._policy)
         hooks["response"].append(self._note_status)
@@ -262,6 +270,8 @@ class McpConnection:
         """Call one tool. Raises ToolTransientError when nothing was sent (safe to retry),
         ConnectionError/TimeoutError when the outcome is unknown, ToolBusinessError when the
         server refused the request itself."""
+        from mcp.shared.exceptions import MCPError
+
         try:
             client = await self.client()
         except ServerDown as exc:
