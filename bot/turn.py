@@ -32,6 +32,10 @@ log = logging.getLogger(__name__)
 EMPTY_REPLY = "I don't have an answer to that — could you rephrase?"
 TIMEOUT_REPLY = "Sorry, that took too long and I had to stop. Please try again."
 INTERNAL_ERROR_REPLY = "Sorry, something went wrong on my side. Please try again."
+# Refused calls (over the per-response/per-turn cap) kept in the conversation, each with its
+# `limit_exceeded` result; calls past these are left out entirely, so a response asking for
+# thousands of calls costs a bounded number of messages and tokens.
+REFUSED_CALLS_SHOWN = 3
 STORE_DOWN_REPLY = (
     "Sorry, I can't reach my memory store right now, so I couldn't take this message in. "
     "Please send it again in a minute."
@@ -61,7 +65,11 @@ class Toolbox(Protocol):
 
     def schemas(self) -> list[dict[str, Any]]: ...
 
-    async def run(self, calls: list[ToolCallRequest], ctx: ToolContext) -> list[ToolCallRecord]: ...
+    def call_allowance(self, prior_calls: int) -> int: ...
+
+    async def run(
+        self, calls: list[ToolCallRequest], ctx: ToolContext, *, prior_calls: int = 0
+    ) -> list[ToolCallRecord]: ...
 
 
 @dataclass
@@ -233,7 +241,15 @@ class TurnRunner:
         current: list[dict[str, Any]],
         result: TurnResult,
     ) -> None:
+        prior = sum(1 for r in result.tool_calls if r.outcome != "limit_exceeded")
         calls = response.tool_calls
+        keep = toolbox.call_allowance(prior) + REFUSED_CALLS_SHOWN
+        if len(calls) > keep:
+            log.warning(
+                "tool_calls_dropped",
+                extra={"fields": {"turn_id": ctx.turn_id, "asked": len(calls), "kept": keep}},
+            )
+            calls = calls[:keep]
         call_dicts = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
             for c in calls
@@ -249,7 +265,7 @@ class TurnRunner:
         current.append(
             {"role": "assistant", "content": response.content or None, "tool_calls": call_dicts}
         )
-        records = await toolbox.run(list(calls), ctx)
+        records = await toolbox.run(list(calls), ctx, prior_calls=prior)
         result.tool_calls.extend(records)
         tool_msgs = [
             NewMessage(
