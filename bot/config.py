@@ -52,6 +52,13 @@ class Settings(BaseSettings):
     slack_client_secret: SecretStr | None = None
     slack_api_url: str = "https://slack.com/api/"
     discord_token: SecretStr | None = None
+    discord_api_url: str = "https://discord.com/api/v10"
+    discord_gateway_url: str | None = None
+    discord_command_guilds: str = ""  # comma-separated guild ids; empty: global commands
+    # Discord behaviour (adapters.discord.config documents each)
+    discord_shard_count: int | None = Field(default=None, ge=1, le=10_000)
+    discord_thread_guilds: str = ""  # guild ids (or "*") answered in a new thread
+    discord_allow_bots: bool = False
 
     bot_http_host: str = "0.0.0.0"
     bot_http_port: int = Field(default=3000, ge=0, le=65535)
@@ -72,6 +79,8 @@ class Settings(BaseSettings):
         "redis_url",
         "slack_client_id",
         "bot_secret_key",
+        "discord_gateway_url",
+        "discord_shard_count",
         mode="before",
     )
     @classmethod
@@ -86,6 +95,28 @@ class Settings(BaseSettings):
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value
+
+    @field_validator("discord_api_url")
+    @classmethod
+    def _discord_api_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL (version included: .../api/v10)")
+        return value.rstrip("/")
+
+    @field_validator("discord_gateway_url")
+    @classmethod
+    def _ws_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("ws://", "wss://")):
+            raise ValueError("must be a ws:// or wss:// URL")
+        return value
+
+    @field_validator("discord_command_guilds", "discord_thread_guilds")
+    @classmethod
+    def _guild_ids(cls, value: str) -> str:
+        parts = [p.strip() for p in value.split(",") if p.strip()]
+        if any(not (p.isdigit() or p == "*") for p in parts):
+            raise ValueError("must be comma-separated guild ids (numbers)")
+        return ",".join(parts)
 
     @field_validator("bot_log_level")
     @classmethod

@@ -1,14 +1,165 @@
-"""`bot discord`: the composition root that puts the Discord adapter on the core."""
+"""`bot discord`: the composition root that puts the Discord adapter on the core.
+
+Start-up: the settings are checked, discord.py is pointed at `DISCORD_API_URL` /
+`DISCORD_GATEWAY_URL` (`endpoints.py`), then one REST call pair checks the token and asks
+Discord how many shards it recommends (`GET /users/@me`, `GET /gateway/bot`): an
+`AutoShardedClient` runs when `DISCORD_SHARD_COUNT` is set or Discord recommends more than one.
+Then the core opens (and starts its background jobs, see `adapters.common.startup`), `/healthz`
+and `/metrics` are served on BOT_HTTP_HOST:BOT_HTTP_PORT, and the client runs until SIGTERM or
+SIGINT, when answers in flight finish before it disconnects.
+
+Failures a person can fix end with one line and exit code 2, never a traceback: a refused
+privileged intent (gateway close 4014), a bad token (401 or close 4004), an unreachable API.
+"""
 
 from __future__ import annotations
 
-import sys
+import asyncio
+import contextlib
+import logging
+import signal
 
-from bot.config import Settings
+import discord
+import yarl
+from aiohttp import web
+from discord.gateway import DiscordWebSocket
 
-EXIT_UNAVAILABLE = 3
+from adapters.common.http import add_health_routes
+from adapters.common.logs import emit
+from adapters.discord.config import DiscordConfig, DiscordConfigError
+from adapters.discord.endpoints import point_discord_at
+from adapters.discord.runtime import DiscordRuntime
+from bot.config import ConfigError, Settings
+from bot.core import BotCore
+
+_LOG = logging.getLogger(__name__)
+INTENT_REFUSED = (
+    "Discord refused the Message Content intent (close code 4014): enable it in the Developer "
+    "Portal → your application → Bot → Privileged Gateway Intents → Message Content Intent"
+)
+BAD_TOKEN = (
+    "Discord rejected DISCORD_TOKEN (401/4004): copy the bot token again from the Developer "
+    "Portal → your application → Bot → Reset Token"
+)
+
+
+class DiscordStartError(Exception):
+    """The bot cannot run as configured; the message is one line for the operator."""
 
 
 async def main(settings: Settings) -> int:
-    print("bot: the Discord adapter is not part of this version yet", file=sys.stderr)
-    return EXIT_UNAVAILABLE
+    """Run until SIGTERM/SIGINT; ConfigError (one line) for anything a person must fix."""
+    try:
+        config = DiscordConfig.from_settings(settings)
+    except DiscordConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    settings.require_openai_key()
+    from adapters.common.startup import running_core
+
+    try:
+        shards = await preflight(config)
+        async with running_core(settings) as core:
+            await run_discord(core, config, shard_count=shards)
+    except DiscordStartError as exc:
+        raise ConfigError(str(exc)) from None
+    return 0
+
+
+async def preflight(config: DiscordConfig) -> int | None:
+    """Point discord.py at its endpoints, check the token, pick the shard count (None: one
+    connection, no sharding)."""
+    point_discord_at(api_url=config.api_url, gateway_url=config.gateway_url)
+    http = discord.http.HTTPClient(asyncio.get_running_loop())
+    try:
+        await http.static_login(config.token)
+        recommended, url, _limits = await http.get_bot_gateway()
+    except discord.LoginFailure:
+        raise DiscordStartError(BAD_TOKEN) from None
+    except (discord.HTTPException, discord.GatewayNotFound, OSError) as exc:
+        raise DiscordStartError(
+            f"cannot reach Discord's API at {config.api_url}: {_brief(exc)}"
+        ) from None
+    finally:
+        await http.close()
+    if not config.gateway_url:
+        DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(url)  # the one Discord named
+    if config.shard_count is not None:
+        return config.shard_count
+    return recommended if recommended > 1 else None
+
+
+async def run_discord(
+    core: BotCore,
+    config: DiscordConfig,
+    *,
+    shard_count: int | None = None,
+    stop: asyncio.Event | None = None,
+    runtime: DiscordRuntime | None = None,
+) -> None:
+    """Run the client until `stop` (or SIGTERM/SIGINT). The caller owns and closes `core`."""
+    point_discord_at(api_url=config.api_url, gateway_url=config.gateway_url)
+    runtime = runtime or DiscordRuntime(core, config, shard_count=shard_count)
+    stop = stop or asyncio.Event()
+    web_app = web.Application()
+    add_health_routes(web_app, core)
+    web_runner = web.AppRunner(web_app, access_log=None, handle_signals=False)
+    await web_runner.setup()
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+    client_task: asyncio.Task[None] | None = None
+    try:
+        try:
+            await web.TCPSite(web_runner, config.http_host, config.http_port).start()
+        except OSError as exc:
+            raise DiscordStartError(
+                f"cannot serve /healthz on {config.http_host}:{config.http_port} "
+                f"(BOT_HTTP_HOST/BOT_HTTP_PORT): {exc.strerror or exc}"
+            ) from None
+        client_task = asyncio.create_task(runtime.client.start(config.token), name="discord")
+        stopper = asyncio.create_task(stop.wait(), name="discord-stop")
+        await asyncio.wait({client_task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        if client_task.done():
+            _raise_start_error(client_task)
+        emit(_LOG, "discord_stopping")
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        await runtime.stop()
+        if client_task is not None and not client_task.done():
+            client_task.cancel()
+        if client_task is not None:
+            with contextlib.suppress(BaseException):
+                await client_task
+        await web_runner.cleanup()
+
+
+def _raise_start_error(task: asyncio.Task[None]) -> None:
+    """Turn how the client stopped into one line (or nothing for a clean close)."""
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is None:
+        return
+    if isinstance(exc, discord.PrivilegedIntentsRequired):
+        raise DiscordStartError(INTENT_REFUSED) from None
+    if isinstance(exc, discord.LoginFailure):
+        raise DiscordStartError(BAD_TOKEN) from None
+    if isinstance(exc, discord.ConnectionClosed):
+        if exc.code == 4014:
+            raise DiscordStartError(INTENT_REFUSED) from None
+        if exc.code == 4004:
+            raise DiscordStartError(BAD_TOKEN) from None
+        raise DiscordStartError(
+            f"Discord closed the gateway connection with code {exc.code}: {_brief(exc)}"
+        ) from None
+    raise DiscordStartError(f"the Discord client stopped: {_brief(exc)}") from None
+
+
+def _brief(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:200]

@@ -1,0 +1,143 @@
+"""`/memory` and `/tools` as Discord application commands, through the core's shared handler.
+
+Each subcommand becomes the same `CommandRequest` text Slack sends (`/memory forget all` is
+command "memory", text "forget all"), so the wording and the rules live in `bot.commands`.
+Every answer is ephemeral (flag 64). The first response must reach Discord within 3 seconds:
+the answer is sent inline when it is ready within `command_inline_seconds`, otherwise the
+interaction is deferred (`ephemeral=True, thinking=True`) and the answer follows up.
+
+Admins (`/tools install|remove`): the guild owner and members whose permissions in this
+interaction (Discord sends them with it) include Manage Server or Administrator; the core adds
+`BOT_ADMINS`. The check is made here on every call, not left to default member permissions
+(which a server can change). Tool packs belong to a guild, so `/tools` is guild-only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import discord
+from discord import app_commands
+
+from adapters.common.logs import emit
+from adapters.common.split import split_message
+from adapters.discord.config import MESSAGE_LIMIT, DiscordConfig
+from bot import metrics
+from bot.core import BotCore, CommandReply, CommandRequest
+
+_LOG = logging.getLogger(__name__)
+PLATFORM = "discord"
+DM_TEAM = "@dm"
+FAILED = "Sorry, that command failed. Please try again."
+GUILD_ONLY = "Tool packs are installed per server: run `/tools` in a server."
+
+
+def is_guild_admin(interaction: discord.Interaction) -> bool:
+    """Owner, Manage Server or Administrator, from the interaction's own permissions."""
+    if interaction.guild_id is None:
+        return False
+    perms = interaction.permissions
+    if perms.administrator or perms.manage_guild:
+        return True
+    guild = interaction.guild
+    return guild is not None and guild.owner_id == interaction.user.id
+
+
+class DiscordCommands:
+    def __init__(self, core: BotCore, config: DiscordConfig) -> None:
+        self.core = core
+        self.config = config
+
+    def register(self, tree: app_commands.CommandTree[discord.Client]) -> None:
+        tree.add_command(self._memory_group())
+        tree.add_command(self._tools_group())
+
+    def _memory_group(self) -> app_commands.Group:
+        group = app_commands.Group(name="memory", description="What the bot remembers about you")
+        run = self.run
+
+        @group.command(name="show", description="List what the bot remembers about you")
+        @app_commands.describe(history="Also list facts that were replaced or closed")
+        async def show(interaction: discord.Interaction, history: bool = False) -> None:
+            await run(interaction, "memory", "show history" if history else "show")
+
+        @group.command(name="forget", description="Erase one fact, or everything (all)")
+        @app_commands.describe(id="The fact id from /memory show, or all")
+        async def forget(interaction: discord.Interaction, id: str) -> None:
+            await run(interaction, "memory", f"forget {id.strip()}")
+
+        return group
+
+    def _tools_group(self) -> app_commands.Group:
+        group = app_commands.Group(
+            name="tools", description="Tool packs installed in this server", guild_only=True
+        )
+        run = self.run
+
+        @group.command(name="list", description="The tool packs installed in this server")
+        async def list_(interaction: discord.Interaction) -> None:
+            await run(interaction, "tools", "list")
+
+        @group.command(name="install", description="Install a tool pack (server admins)")
+        @app_commands.describe(pack="Pack name", settings="key=value settings, space-separated")
+        async def install(
+            interaction: discord.Interaction, pack: str, settings: str | None = None
+        ) -> None:
+            await run(interaction, "tools", f"install {pack} {settings or ''}".strip())
+
+        @group.command(name="remove", description="Remove a tool pack (server admins)")
+        @app_commands.describe(pack="Pack name")
+        async def remove(interaction: discord.Interaction, pack: str) -> None:
+            await run(interaction, "tools", f"remove {pack}")
+
+        return group
+
+    async def run(self, interaction: discord.Interaction, command: str, text: str) -> None:
+        metrics.EVENTS.labels(PLATFORM, command).inc()
+        if command == "tools" and interaction.guild_id is None:
+            await self._respond(interaction, CommandReply(GUILD_ONLY, ok=False), deferred=False)
+            return
+        request = CommandRequest(
+            platform=PLATFORM,
+            team=str(interaction.guild_id) if interaction.guild_id else DM_TEAM,
+            channel=str(interaction.channel_id or "-"),
+            user=str(interaction.user.id),
+            command=command,
+            text=text,
+            is_platform_admin=is_guild_admin(interaction),
+        )
+        work = asyncio.ensure_future(self._handle(request))
+        done, _ = await asyncio.wait({work}, timeout=self.config.command_inline_seconds)
+        deferred = work not in done
+        if deferred:
+            try:
+                await interaction.response.defer(ephemeral=True, thinking=True)
+            except discord.HTTPException as exc:
+                emit(_LOG, "discord_defer_failed", logging.WARNING, status=exc.status)
+        await self._respond(interaction, await work, deferred=deferred)
+
+    async def _handle(self, request: CommandRequest) -> CommandReply:
+        try:
+            return await self.core.handle_command(request)
+        except Exception as exc:
+            metrics.ERRORS.labels(PLATFORM, "command_failed").inc()
+            emit(_LOG, "discord_command_failed", logging.ERROR, error=type(exc).__name__)
+            return CommandReply(FAILED, ok=False)
+
+    async def _respond(
+        self, interaction: discord.Interaction, reply: CommandReply, *, deferred: bool
+    ) -> None:
+        parts = split_message(reply.text or "…", MESSAGE_LIMIT)
+        none = discord.AllowedMentions.none()
+        try:
+            if deferred:
+                for part in parts:
+                    await interaction.followup.send(part, ephemeral=True, allowed_mentions=none)
+                return
+            await interaction.response.send_message(parts[0], ephemeral=True, allowed_mentions=none)
+            for part in parts[1:]:
+                await interaction.followup.send(part, ephemeral=True, allowed_mentions=none)
+        except discord.HTTPException as exc:
+            metrics.ERRORS.labels(PLATFORM, "command_reply_failed").inc()
+            emit(_LOG, "discord_command_reply_failed", logging.WARNING, status=exc.status)

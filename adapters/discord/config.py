@@ -1,0 +1,84 @@
+"""The settings the Discord adapter reads, passed in explicitly (as Slack's are).
+
+`DiscordConfig.from_settings(settings)` only reads attributes, so tests build one directly.
+
+Behaviour settings beyond DESIGN's contract (named here, defaults in brackets):
+- `DISCORD_THREAD_GUILDS` [empty]: guild ids (or `*` for all) where a mention is answered in a
+  thread the bot opens on the message; elsewhere the answer is a reply in place.
+- `DISCORD_ALLOW_BOTS` [false]: answer other bots' mentions too (never its own messages).
+- `DISCORD_SHARD_COUNT` [unset]: run an `AutoShardedClient` with this many shards; unset, the
+  bot asks Discord (`GET /gateway/bot`) and shards only when Discord recommends more than one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from adapters.discord.endpoints import DEFAULT_API_URL
+
+MESSAGE_LIMIT = 2000
+
+
+class DiscordConfigError(ValueError):
+    """A missing or inconsistent Discord setting; the message names the environment variable."""
+
+
+def _ids(text: str, variable: str) -> tuple[int, ...]:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if any(not p.isdigit() for p in parts):
+        raise DiscordConfigError(f"{variable} must be comma-separated guild ids (numbers)")
+    return tuple(int(p) for p in parts)
+
+
+@dataclass(frozen=True)
+class DiscordConfig:
+    """Everything the Discord adapter reads. The token lives here only; it is never logged."""
+
+    token: str
+    api_url: str = DEFAULT_API_URL
+    gateway_url: str | None = None
+    command_guilds: tuple[int, ...] = ()
+    shard_count: int | None = None
+    thread_guilds: frozenset[str] = frozenset()
+    thread_everywhere: bool = False
+    allow_bots: bool = False
+    admins: frozenset[str] = field(default_factory=frozenset)
+    http_host: str = "0.0.0.0"
+    http_port: int = 3000
+    # behaviour
+    edit_interval: float = 1.0  # streamed replies: at most one edit per message per interval
+    first_edit_chars: int = 80  # show a streamed reply once it is this long (or this old:)
+    first_edit_seconds: float = 1.0
+    thread_name_chars: int = 80
+    command_inline_seconds: float = 2.0  # answer a command inline if ready by then, else defer
+    max_concurrent_turns: int = 256
+    shutdown_grace_seconds: float = 20.0
+    max_file_bytes: int = 8 * 1024 * 1024
+    max_ratelimit_timeout: float = 60.0  # longer rate-limit waits fail instead of hanging
+
+    def threads_in(self, guild_id: str) -> bool:
+        return self.thread_everywhere or guild_id in self.thread_guilds
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> DiscordConfig:
+        token = settings.discord_token.get_secret_value() if settings.discord_token else ""
+        if not token.strip():
+            raise DiscordConfigError(
+                "DISCORD_TOKEN is not set: copy the bot token from the Developer Portal "
+                "(your application → Bot → Reset Token)"
+            )
+        threads = [p.strip() for p in settings.discord_thread_guilds.split(",") if p.strip()]
+        return cls(
+            token=token.strip(),
+            api_url=settings.discord_api_url,
+            gateway_url=settings.discord_gateway_url,
+            command_guilds=_ids(settings.discord_command_guilds, "DISCORD_COMMAND_GUILDS"),
+            shard_count=settings.discord_shard_count,
+            thread_guilds=frozenset(p for p in threads if p != "*"),
+            thread_everywhere="*" in threads,
+            allow_bots=settings.discord_allow_bots,
+            admins=frozenset(settings.admin_ids),
+            http_host=settings.bot_http_host,
+            http_port=settings.bot_http_port,
+        )

@@ -1,0 +1,208 @@
+"""Gateway messages in, core turns out.
+
+`route` decides cheaply, on the event loop, whether a message is for the bot (a mention in a
+guild channel, anything in a DM, a follow-up in a thread where the bot answers); the turn
+itself runs as a tracked task so shutdown can let it finish. Each message id is answered once
+(`Deduplicator`: the gateway may replay dispatches after a RESUME, and several processes may
+share a bot token behind a gateway proxy).
+
+Keys: a guild conversation is `discord:<guild>:<channel>:<thread or ->`; a DM is
+`discord:@dm:<DM channel>:-`, and the person in it `discord:@dm:<user>`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Literal
+
+import discord
+from cachetools import TTLCache
+
+from adapters.common.dedup import Deduplicator
+from adapters.common.loadguard import LoopGuard
+from adapters.common.logs import emit
+from adapters.common.tasks import TaskTracker
+from adapters.discord.config import DiscordConfig
+from adapters.discord.normalize import mentions_bot, readable_text, thread_name
+from adapters.discord.sink import DiscordReplySink
+from bot import metrics
+from bot.core import BotCore
+from bot.keys import SessionKey
+from bot.messages import Attachment, AttachmentError, IncomingMessage
+
+_LOG = logging.getLogger(__name__)
+PLATFORM = "discord"
+DM_TEAM = "@dm"
+APOLOGY = "Sorry, something went wrong while answering. Please try again."
+SHUTDOWN_APOLOGY = "Sorry, I was restarting and had to stop before answering. Please ask again."
+_ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+
+Kind = Literal["dm", "reply", "new_thread", "thread", "thread_maybe"]
+
+
+@dataclass(frozen=True)
+class Route:
+    kind: Kind
+    guild: str  # guild id, or DM_TEAM
+    channel: str  # the parent channel for threads
+    thread: str | None
+
+
+def safe_mentions(message: discord.Message) -> discord.AllowedMentions:
+    """No @everyone/@here, no roles, no reply ping; only users the asker named may be pinged."""
+    named = [u for u in message.mentions if not u.bot]
+    return discord.AllowedMentions(everyone=False, roles=False, users=named, replied_user=False)
+
+
+class DiscordHandlers:
+    def __init__(self, core: BotCore, config: DiscordConfig, tasks: TaskTracker) -> None:
+        self.core = core
+        self.config = config
+        self.tasks = tasks
+        self.dedup = Deduplicator(core.first_delivery, platform=PLATFORM)
+        self.guard = LoopGuard()
+        # Threads the bot opened or answered in: follow-ups there need no mention.
+        self.threads: TTLCache[int, bool] = TTLCache(maxsize=100_000, ttl=7 * 86400)
+        self._turns = asyncio.Semaphore(config.max_concurrent_turns)
+
+    # routing ---------------------------------------------------------------------------------
+
+    def route(self, message: discord.Message, me: discord.ClientUser) -> Route | None:
+        author = message.author
+        if author.id == me.id:
+            return None
+        if (author.bot or message.webhook_id is not None) and not self.config.allow_bots:
+            return None
+        if message.type not in _ANSWERED_TYPES:
+            return None
+        channel = message.channel
+        if message.guild is None:
+            return Route("dm", DM_TEAM, str(channel.id), None)
+        guild = str(message.guild.id)
+        role = message.guild.self_role
+        mentioned = mentions_bot(
+            message.content, bot_id=me.id, bot_role_id=role.id if role else None
+        )
+        if isinstance(channel, discord.Thread):
+            parent = str(channel.parent_id)
+            if mentioned or channel.owner_id == me.id or channel.id in self.threads:
+                return Route("thread", guild, parent, str(channel.id))
+            return Route("thread_maybe", guild, parent, str(channel.id))
+        if not mentioned:
+            return None
+        if self.config.threads_in(guild) and isinstance(channel, discord.TextChannel):
+            return Route("new_thread", guild, str(channel.id), None)
+        return Route("reply", guild, str(channel.id), None)
+
+    async def on_message(self, message: discord.Message, me: discord.ClientUser) -> None:
+        route = self.route(message, me)
+        if route is None:
+            return
+        metrics.EVENTS.labels(PLATFORM, "message").inc()
+        try:
+            self.tasks.spawn(self._answer(message, route, me), name=f"discord:{message.id}")
+        except RuntimeError:  # shutting down: nothing was started, nothing to answer
+            emit(_LOG, "discord_message_refused_shutdown", message=str(message.id))
+
+    # the turn --------------------------------------------------------------------------------
+
+    async def _answer(self, message: discord.Message, route: Route, me: discord.ClientUser) -> None:
+        if route.kind == "thread_maybe":
+            session = SessionKey(PLATFORM, route.guild, route.channel, route.thread)
+            if not await self.core.in_conversation(session):
+                return
+            self.threads[int(route.thread or 0)] = True
+        if not await self.dedup.first(f"discord:{message.id}"):
+            return
+        await self.guard.admit()
+        async with self._turns:
+            await self._run_turn(message, route, me)
+
+    async def _run_turn(
+        self, message: discord.Message, route: Route, me: discord.ClientUser
+    ) -> None:
+        role = message.guild.self_role if message.guild else None
+        text = readable_text(
+            message.content,
+            bot_id=me.id,
+            bot_role_id=role.id if role else None,
+            users={u.id: u.display_name for u in message.mentions},
+            roles={r.id: r.name for r in message.role_mentions},
+            channels={c.id: getattr(c, "name", str(c.id)) for c in message.channel_mentions},
+        )
+        target: discord.abc.Messageable = message.channel
+        reply_to: discord.Message | None = message if route.kind == "reply" else None
+        thread = route.thread
+        if route.kind == "new_thread":
+            opened = await self._open_thread(message, text)
+            if opened is None:
+                reply_to = message  # no thread (permissions): answer in place instead
+            else:
+                target, thread = opened, str(opened.id)
+        if thread is not None:
+            self.threads[int(thread)] = True
+        incoming = IncomingMessage(
+            platform=PLATFORM,
+            team=route.guild,
+            channel=route.channel,
+            thread=thread,
+            user=str(message.author.id),
+            text=text,
+            message_id=str(message.id),
+            user_name=message.author.display_name,
+            is_dm=route.kind == "dm",
+            attachments=tuple(_attachment(a, self.config) for a in message.attachments),
+        )
+        sink = DiscordReplySink(
+            target=target,
+            config=self.config,
+            allowed_mentions=safe_mentions(message),
+            nonce_seed=str(message.id),
+            reply_to=reply_to,
+        )
+        try:
+            await self.core.handle_message(incoming, sink)
+        except asyncio.CancelledError:
+            await asyncio.shield(sink.finish(SHUTDOWN_APOLOGY, error=True))
+            raise
+        except Exception as exc:
+            metrics.ERRORS.labels(PLATFORM, "turn_failed").inc()
+            emit(_LOG, "discord_turn_failed", logging.ERROR, error=type(exc).__name__)
+            await sink.finish(APOLOGY, error=True)
+        if not sink.finished:
+            await sink.finish(APOLOGY, error=True)
+
+    async def _open_thread(self, message: discord.Message, text: str) -> discord.Thread | None:
+        try:
+            return await message.create_thread(
+                name=thread_name(text, self.config.thread_name_chars), auto_archive_duration=1440
+            )
+        except discord.HTTPException as exc:
+            emit(_LOG, "discord_thread_failed", logging.WARNING, status=exc.status, code=exc.code)
+            return None
+
+
+def _attachment(item: discord.Attachment, config: DiscordConfig) -> Attachment:
+    """A shared file for the core: fetched (bounded) only if the turn needs it."""
+
+    async def fetch(max_bytes: int) -> bytes:
+        limit = min(max_bytes, config.max_file_bytes)
+        if item.size > limit:
+            raise AttachmentError(f"{item.filename} is too large ({item.size} bytes)")
+        try:
+            data = await item.read()
+        except discord.HTTPException as exc:
+            raise AttachmentError(f"{item.filename} could not be downloaded") from exc
+        if len(data) > limit:
+            raise AttachmentError(f"{item.filename} is too large")
+        return data
+
+    return Attachment(
+        name=item.filename,
+        mime_type=item.content_type or "application/octet-stream",
+        size=item.size,
+        fetch=fetch,
+        id=str(item.id),
+    )

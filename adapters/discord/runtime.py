@@ -1,0 +1,126 @@
+"""The discord.py client wired to the core: intents, events, app commands, clean shutdown.
+
+Intents: Guilds, Guild Messages, Direct Messages and Message Content (privileged: enable it in
+the Developer Portal). The client keeps no message cache (the bot never needs old messages)
+and never chunks members. Rate limits are discord.py's job (per-route buckets, 429 retries);
+messages carry nonces, so a retried create cannot post twice (see sink.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import discord
+from discord import app_commands
+
+from adapters.common.logs import emit
+from adapters.common.tasks import TaskTracker
+from adapters.discord.commands import DiscordCommands
+from adapters.discord.config import DiscordConfig
+from adapters.discord.handlers import DiscordHandlers
+from bot.core import BotCore
+
+_LOG = logging.getLogger(__name__)
+
+
+def bot_intents() -> discord.Intents:
+    intents = discord.Intents.none()
+    intents.guilds = True
+    intents.guild_messages = True
+    intents.dm_messages = True
+    intents.message_content = True
+    return intents
+
+
+def _quiet_voice_warnings() -> None:
+    """A text bot needs no voice: skip discord.py's start-up warnings about voice libraries."""
+    discord.VoiceClient.warn_nacl = False
+    discord.VoiceClient.warn_dave = False
+
+
+class DiscordRuntime:
+    """One client (sharded or not), its command tree and the adapter's helpers."""
+
+    def __init__(
+        self, core: BotCore, config: DiscordConfig, *, shard_count: int | None = None
+    ) -> None:
+        self.core = core
+        self.config = config
+        self.tasks = TaskTracker("discord")
+        _quiet_voice_warnings()
+        options: dict[str, Any] = {
+            "intents": bot_intents(),
+            "allowed_mentions": discord.AllowedMentions.none(),
+            "max_messages": None,
+            "chunk_guilds_at_startup": False,
+            "max_ratelimit_timeout": config.max_ratelimit_timeout,
+        }
+        self.client: discord.Client
+        if shard_count is not None:
+            self.client = discord.AutoShardedClient(shard_count=shard_count, **options)
+        else:
+            self.client = discord.Client(**options)
+        self.tree: app_commands.CommandTree[discord.Client] = app_commands.CommandTree(self.client)
+        self.handlers = DiscordHandlers(core, config, self.tasks)
+        self.commands = DiscordCommands(core, config)
+        self.commands.register(self.tree)
+        self.synced: list[int | None] = []
+        self.ready = asyncio.Event()
+        self.client.setup_hook = self._setup_hook  # type: ignore[method-assign]
+        self.client.event(self.on_message)
+        self.client.event(self.on_ready)
+        self.client.event(self.on_resumed)
+
+    async def _setup_hook(self) -> None:
+        """After login, before the gateway: start helpers and sync the app commands."""
+        self.handlers.guard.start()
+        guilds: list[int | None] = list(self.config.command_guilds) or [None]
+        for guild_id in guilds:
+            target = discord.Object(id=guild_id) if guild_id is not None else None
+            if target is not None:
+                self.tree.copy_global_to(guild=target)
+            try:
+                synced = await self.tree.sync(guild=target)
+            except discord.HTTPException as exc:
+                emit(
+                    _LOG,
+                    "discord_command_sync_failed",
+                    logging.WARNING,
+                    guild=guild_id,
+                    status=exc.status,
+                    code=exc.code,
+                )
+                continue
+            self.synced.append(guild_id)
+            emit(_LOG, "discord_commands_synced", guild=guild_id or "global", count=len(synced))
+
+    async def on_ready(self) -> None:
+        user = self.client.user
+        emit(
+            _LOG,
+            "discord_ready",
+            user=user.id if user else None,
+            guilds=len(self.client.guilds),
+            shards=self.client.shard_count,
+        )
+        self.ready.set()
+
+    async def on_resumed(self) -> None:
+        emit(_LOG, "discord_resumed")
+
+    async def on_message(self, message: discord.Message) -> None:
+        me = self.client.user
+        if me is not None:
+            await self.handlers.on_message(message, me)
+
+    async def stop(self) -> int:
+        """Take no new messages, let answers in flight finish (bounded), then disconnect."""
+        left = await self.tasks.drain(self.config.shutdown_grace_seconds)
+        await self.handlers.guard.stop()
+        with contextlib.suppress(Exception):
+            await self.client.close()
+        emit(_LOG, "discord_stopped", cancelled=left)
+        return left

@@ -1,0 +1,977 @@
+"""A local Discord: enough of the REST API (v10) and the gateway for the real discord.py client.
+
+One aiohttp server serves both: REST under `/api/v10` and the gateway websocket at `/gateway`.
+Point discord.py at it with `DISCORD_API_URL` / `DISCORD_GATEWAY_URL` (see
+`adapters.discord.endpoints`). It behaves like Discord where tests rely on it, and rejects what
+Discord rejects:
+
+- Gateway: HELLO, heartbeats answered with HEARTBEAT_ACK, IDENTIFY checked (token, intents:
+  a privileged Message Content intent the application may not use closes with 4014, a bad token
+  with 4004), READY then one GUILD_CREATE per guild, dispatches numbered with `s`, RESUME
+  replays what the session missed then RESUMED, `drop_connection()` cuts the TCP connection.
+  zlib-stream transport compression is spoken when the client asks for it (discord.py does).
+- REST: `/users/@me` (401 for a bad token), `/oauth2/applications/@me`, `/gateway/bot`,
+  command sync (PUT), messages (create with JSON or multipart files, edit, delete; content over
+  2,000 characters or an empty message is a 400; `enforce_nonce` returns the earlier message),
+  typing, threads started from a message (THREAD_CREATE dispatched), interaction callbacks
+  (a second response is 400 40060, a response after the 3-second window is 404 10062),
+  follow-ups and edits of the original response through the webhook routes.
+- Faults: `fail_next(method, pattern, status=429, retry_after=...)` answers the next matching
+  request with a rate limit (nothing is created) so the client's retry is observable.
+
+Every REST request is recorded (`calls`) with its time, so tests check edit rates and deferral
+timing with their own clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import re
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+API_PREFIX = "/api/v10"
+MESSAGE_CONTENT = 1 << 15
+GUILD_MEMBERS = 1 << 1
+GUILD_PRESENCES = 1 << 8
+PRIVILEGED = MESSAGE_CONTENT | GUILD_MEMBERS | GUILD_PRESENCES
+EPHEMERAL = 64
+INTERACTION_WINDOW = 3.0
+_ids = itertools.count(1_300_000_000_000_000_000)
+
+
+def _json(data: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    """A JSON answer with Discord's exact content type (discord.py compares it verbatim)."""
+    return web.Response(
+        body=json.dumps(data).encode(),
+        status=status,
+        headers={**(headers or {}), "Content-Type": "application/json"},
+    )
+
+
+def snowflake() -> str:
+    return str(next(_ids))
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+@dataclass
+class Call:
+    method: str
+    path: str
+    body: Any
+    at: float
+    status: int = 200
+    files: list[tuple[str, bytes]] = field(default_factory=list)
+
+
+@dataclass
+class Fault:
+    method: str
+    pattern: re.Pattern[str]
+    status: int
+    retry_after: float
+    remaining: int = 1
+
+
+@dataclass
+class Session:
+    id: str
+    seq: int = 0
+    sent: list[dict[str, Any]] = field(default_factory=list)  # dispatches, for RESUME
+    ws: web.WebSocketResponse | None = None
+    compress: Any = None  # zlib compressobj when the client asked for zlib-stream
+    shard: list[int] | None = None
+    intents: int = 0
+
+
+@dataclass
+class Interaction:
+    id: str
+    token: str
+    created: float
+    responded_at: float | None = None
+    response: dict[str, Any] | None = None
+    followups: list[dict[str, Any]] = field(default_factory=list)
+    original: dict[str, Any] | None = None
+
+
+def user_obj(user_id: str, name: str, *, bot: bool = False) -> dict[str, Any]:
+    return {
+        "id": user_id,
+        "username": name,
+        "global_name": name,
+        "discriminator": "0",
+        "avatar": None,
+        "bot": bot,
+        "public_flags": 0,
+        "flags": 0,
+    }
+
+
+class FakeDiscord:
+    def __init__(
+        self,
+        *,
+        token: str = "fake-discord-token",
+        allow_message_content: bool = True,
+        shards: int = 1,
+        heartbeat_interval_ms: int = 41_250,
+    ) -> None:
+        self.token = token
+        self.allow_message_content = allow_message_content
+        self.recommended_shards = shards
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.app_id = snowflake()
+        self.bot = user_obj(self.app_id, "chatbot", bot=True)
+        self.guilds: dict[str, dict[str, Any]] = {}
+        self.channels: dict[str, dict[str, Any]] = {}
+        self.users: dict[str, dict[str, Any]] = {}
+        self.messages: dict[str, dict[str, Any]] = {}  # id -> message
+        self.calls: list[Call] = []
+        self.sessions: dict[str, Session] = {}
+        self.identifies: list[dict[str, Any]] = []
+        self.resumes: list[dict[str, Any]] = []
+        self.heartbeats = 0
+        self.commands: dict[str | None, list[dict[str, Any]]] = {}  # guild id (None global)
+        self.interactions: dict[str, Interaction] = {}
+        self.nonces: dict[tuple[str, str], str] = {}  # (channel, nonce) -> message id
+        self.faults: list[Fault] = []
+        self.close_on_identify: int | None = None
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self._changed = asyncio.Event()
+
+    # --- set-up --------------------------------------------------------------------------
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}{API_PREFIX}"
+
+    @property
+    def gateway_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/gateway"
+
+    async def start(self) -> FakeDiscord:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_get("/gateway", self._gateway)
+        app.router.add_route("*", API_PREFIX + "/{path:.*}", self._rest)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def close(self) -> None:
+        for session in self.sessions.values():
+            if session.ws is not None and not session.ws.closed:
+                await session.ws.close(code=1001)
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def add_user(self, name: str, *, bot: bool = False) -> str:
+        user_id = snowflake()
+        self.users[user_id] = user_obj(user_id, name, bot=bot)
+        return user_id
+
+    def add_guild(self, name: str, *, owner: str | None = None, channels: int = 1) -> str:
+        guild_id = snowflake()
+        owner = owner or self.add_user(f"{name}-owner")
+        everyone = {
+            "id": guild_id,
+            "name": "@everyone",
+            "permissions": str(1024 | 2048 | 65536),
+            "position": 0,
+            "color": 0,
+            "hoist": False,
+            "managed": False,
+            "mentionable": False,
+            "flags": 0,
+        }
+        guild: dict[str, Any] = {
+            "id": guild_id,
+            "name": name,
+            "owner_id": owner,
+            "roles": [everyone],
+            "channels": [],
+            "threads": [],
+            "members": [self._member(self.bot)],
+            "member_count": 2,
+            "large": False,
+            "unavailable": False,
+            "joined_at": _now_iso(),
+            "features": [],
+            "emojis": [],
+            "stickers": [],
+            "voice_states": [],
+            "presences": [],
+            "stage_instances": [],
+            "guild_scheduled_events": [],
+            "afk_timeout": 300,
+            "verification_level": 0,
+            "default_message_notifications": 0,
+            "explicit_content_filter": 0,
+            "mfa_level": 0,
+            "premium_tier": 0,
+            "preferred_locale": "en-US",
+            "nsfw_level": 0,
+            "system_channel_flags": 0,
+            "icon": None,
+            "description": None,
+        }
+        self.guilds[guild_id] = guild
+        for i in range(channels):
+            self.add_channel(guild_id, f"general-{i}" if i else "general")
+        return guild_id
+
+    def add_channel(self, guild_id: str, name: str) -> str:
+        channel_id = snowflake()
+        channel = {
+            "id": channel_id,
+            "type": 0,
+            "guild_id": guild_id,
+            "name": name,
+            "position": len(self.guilds[guild_id]["channels"]),
+            "permission_overwrites": [],
+            "nsfw": False,
+            "parent_id": None,
+            "topic": None,
+            "last_message_id": None,
+            "rate_limit_per_user": 0,
+        }
+        self.guilds[guild_id]["channels"].append(channel)
+        self.channels[channel_id] = channel
+        return channel_id
+
+    def add_role(self, guild_id: str, name: str) -> str:
+        role_id = snowflake()
+        role = {
+            "id": role_id,
+            "name": name,
+            "permissions": "0",
+            "position": len(self.guilds[guild_id]["roles"]),
+            "color": 0,
+            "hoist": False,
+            "managed": False,
+            "mentionable": True,
+            "flags": 0,
+        }
+        self.guilds[guild_id]["roles"].append(role)
+        return role_id
+
+    def dm_channel(self, user_id: str) -> str:
+        for channel in self.channels.values():
+            if channel["type"] == 1 and channel["recipients"][0]["id"] == user_id:
+                return str(channel["id"])
+        channel_id = snowflake()
+        self.channels[channel_id] = {
+            "id": channel_id,
+            "type": 1,
+            "recipients": [self.users[user_id]],
+            "last_message_id": None,
+        }
+        return channel_id
+
+    def fail_next(
+        self,
+        method: str,
+        pattern: str,
+        *,
+        status: int = 429,
+        retry_after: float = 0.05,
+        times: int = 1,
+    ) -> None:
+        """Answer the next `times` requests matching `method` and the path regex with `status`
+        (a rate limit with `retry_after` by default); nothing they asked for happens."""
+        self.faults.append(Fault(method, re.compile(pattern), status, retry_after, times))
+
+    # --- what users do ----------------------------------------------------------------------
+
+    def _member(self, user: dict[str, Any], roles: list[str] | None = None) -> dict[str, Any]:
+        return {
+            "user": user,
+            "roles": roles or [],
+            "joined_at": _now_iso(),
+            "deaf": False,
+            "mute": False,
+            "flags": 0,
+            "nick": None,
+            "avatar": None,
+        }
+
+    async def user_says(
+        self,
+        channel_id: str,
+        user_id: str,
+        content: str,
+        *,
+        mentions: list[str] = (),  # type: ignore[assignment]
+        mention_roles: list[str] = (),  # type: ignore[assignment]
+        attachments: list[dict[str, Any]] = (),  # type: ignore[assignment]
+        reference: str | None = None,
+    ) -> dict[str, Any]:
+        """A user posts a message: stored and dispatched as MESSAGE_CREATE."""
+        channel = self.channels[channel_id]
+        author = self.users.get(user_id) or self.bot
+        message: dict[str, Any] = {
+            "id": snowflake(),
+            "channel_id": channel_id,
+            "author": author,
+            "content": content,
+            "timestamp": _now_iso(),
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [self.users.get(m) or self.bot for m in mentions],
+            "mention_roles": list(mention_roles),
+            "attachments": list(attachments),
+            "embeds": [],
+            "pinned": False,
+            "type": 0 if reference is None else 19,
+            "flags": 0,
+            "components": [],
+            "injected": True,  # said by a (scripted) user, not sent by the bot through REST
+        }
+        guild_id = channel.get("guild_id")
+        if guild_id is not None:
+            message["guild_id"] = guild_id
+            message["member"] = {k: v for k, v in self._member(author).items() if k != "user"}
+        if reference is not None:
+            message["message_reference"] = {"message_id": reference, "channel_id": channel_id}
+        self.messages[message["id"]] = message
+        await self.dispatch("MESSAGE_CREATE", message)
+        return message
+
+    async def run_command(
+        self,
+        channel_id: str,
+        user_id: str,
+        name: str,
+        sub: str,
+        options: dict[str, Any] | None = None,
+        *,
+        permissions: int = 0,
+    ) -> Interaction:
+        """A user runs `/name sub option:value`: dispatched as INTERACTION_CREATE."""
+        channel = self.channels[channel_id]
+        guild_id = channel.get("guild_id")
+        registered = self.commands.get(guild_id) or self.commands.get(None) or []
+        command = next((c for c in registered if c["name"] == name), None)
+        if command is None:
+            raise AssertionError(f"/{name} was never synced")
+        spec = next(o for o in command.get("options", []) if o["name"] == sub)
+        types = {o["name"]: o["type"] for o in spec.get("options", [])}
+        inner = [{"name": k, "type": types[k], "value": v} for k, v in (options or {}).items()]
+        interaction = Interaction(id=snowflake(), token=f"itoken-{snowflake()}", created=0.0)
+        payload: dict[str, Any] = {
+            "id": interaction.id,
+            "application_id": self.app_id,
+            "type": 2,
+            "token": interaction.token,
+            "version": 1,
+            "channel_id": channel_id,
+            "channel": {k: v for k, v in channel.items() if k != "recipients"},
+            "data": {
+                "id": command["id"],
+                "name": name,
+                "type": 1,
+                "options": [{"name": sub, "type": 1, "options": inner}],
+            },
+            "locale": "en-US",
+            "app_permissions": str((1 << 53) - 1),
+            "entitlements": [],
+            "authorizing_integration_owners": {"0": guild_id or "0"},
+            "context": 0 if guild_id else 1,
+            "attachment_size_limit": 10 * 1024 * 1024,
+        }
+        user = self.users[user_id]
+        if guild_id is not None:
+            payload["guild_id"] = guild_id
+            payload["guild_locale"] = "en-US"
+            payload["member"] = {**self._member(user), "permissions": str(permissions)}
+        else:
+            payload["user"] = user
+        self.interactions[interaction.token] = interaction
+        interaction.created = time.monotonic()
+        await self.dispatch("INTERACTION_CREATE", payload)
+        return interaction
+
+    # --- gateway ----------------------------------------------------------------------------
+
+    async def dispatch(self, event: str, data: dict[str, Any]) -> None:
+        for session in list(self.sessions.values()):
+            if session.shard is not None and "guild_id" in data:
+                shard_id, count = session.shard
+                if (int(data["guild_id"]) >> 22) % count != shard_id:
+                    continue
+            elif session.shard is not None and session.shard[0] != 0:
+                continue  # DMs go to shard 0
+            session.seq += 1
+            frame = {"op": 0, "t": event, "s": session.seq, "d": data}
+            session.sent.append(frame)
+            if session.ws is not None and not session.ws.closed:
+                await self._send(session, frame)
+
+    async def drop_connection(self) -> None:
+        """Cut every gateway connection without a close frame (a network failure)."""
+        for session in self.sessions.values():
+            if session.ws is not None and not session.ws.closed:
+                transport = session.ws._req.transport if session.ws._req else None  # type: ignore[union-attr]
+                if transport is not None:
+                    transport.abort()
+                session.ws = None
+
+    @property
+    def connected(self) -> int:
+        return sum(1 for s in self.sessions.values() if s.ws is not None and not s.ws.closed)
+
+    async def _send(self, session: Session, frame: dict[str, Any]) -> None:
+        assert session.ws is not None
+        raw = json.dumps(frame).encode()
+        try:
+            if session.compress is not None:
+                data = session.compress.compress(raw) + session.compress.flush(zlib.Z_SYNC_FLUSH)
+                await session.ws.send_bytes(data)
+            else:
+                await session.ws.send_str(raw.decode())
+        except (ConnectionError, RuntimeError):
+            session.ws = None
+
+    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(max_msg_size=4 * 1024 * 1024)
+        await ws.prepare(request)
+        compress = request.query.get("compress")
+        if request.query.get("v") != "10" or request.query.get("encoding", "json") != "json":
+            await ws.close(code=4012, message=b"Invalid API version")
+            return ws
+        if compress not in (None, "zlib-stream"):
+            await ws.close(code=4000, message=b"Unsupported compression")
+            return ws
+        conn = Session(id="")
+        conn.ws = ws
+        conn.compress = zlib.compressobj() if compress == "zlib-stream" else None
+        await self._send(conn, {"op": 10, "d": {"heartbeat_interval": self.heartbeat_interval_ms}})
+        session: Session | None = None
+        async for msg in ws:
+            if msg.type != WSMsgType.TEXT:
+                continue
+            frame = json.loads(msg.data)
+            op = frame.get("op")
+            if op == 1:
+                self.heartbeats += 1
+                await self._send(session or conn, {"op": 11})
+            elif op == 2:
+                session = await self._identify(conn, frame["d"])
+                if session is None:
+                    break
+            elif op == 6:
+                session = await self._resume(conn, frame["d"])
+                if session is None:
+                    break
+            elif op == 8:
+                pass  # member chunk requests: no members intent here
+        self._changed.set()
+        return ws
+
+    async def _identify(self, conn: Session, data: dict[str, Any]) -> Session | None:
+        assert conn.ws is not None
+        self.identifies.append(data)
+        if data.get("token") != self.token:
+            await conn.ws.close(code=4004, message=b"Authentication failed.")
+            return None
+        intents = int(data.get("intents", 0))
+        if intents & MESSAGE_CONTENT and not self.allow_message_content:
+            await conn.ws.close(code=4014, message=b"Disallowed intent(s).")
+            return None
+        if self.close_on_identify is not None:
+            await conn.ws.close(code=self.close_on_identify, message=b"scripted")
+            return None
+        session = Session(id=snowflake(), ws=conn.ws, compress=conn.compress)
+        session.shard = data.get("shard")
+        session.intents = intents
+        self.sessions[session.id] = session
+        guilds = [g for g in self.guilds.values() if self._on_shard(session, g["id"])]
+        session.seq += 1
+        ready = {
+            "v": 10,
+            "user": self.bot,
+            "guilds": [{"id": g["id"], "unavailable": True} for g in guilds],
+            "session_id": session.id,
+            "resume_gateway_url": self.gateway_url,
+            "application": {"id": self.app_id, "flags": 0},
+            "private_channels": [],
+            "relationships": [],
+            "user_settings": {},
+            "shard": session.shard or [0, 1],
+        }
+        await self._send(session, {"op": 0, "t": "READY", "s": session.seq, "d": ready})
+        for guild in guilds:
+            session.seq += 1
+            frame = {"op": 0, "t": "GUILD_CREATE", "s": session.seq, "d": guild}
+            await self._send(session, frame)
+        self._changed.set()
+        return session
+
+    @staticmethod
+    def _on_shard(session: Session, guild_id: str) -> bool:
+        if session.shard is None:
+            return True
+        shard_id, count = session.shard
+        return (int(guild_id) >> 22) % count == shard_id
+
+    async def _resume(self, conn: Session, data: dict[str, Any]) -> Session | None:
+        assert conn.ws is not None
+        self.resumes.append(data)
+        session = self.sessions.get(str(data.get("session_id")))
+        if data.get("token") != self.token:
+            await conn.ws.close(code=4004, message=b"Authentication failed.")
+            return None
+        if session is None:
+            await self._send(conn, {"op": 9, "d": False})  # invalid session: identify again
+            return conn
+        session.ws = conn.ws
+        session.compress = conn.compress
+        seq = int(data.get("seq") or 0)
+        for frame in session.sent:
+            if frame["s"] > seq:
+                await self._send(session, frame)
+        session.seq += 1
+        await self._send(session, {"op": 0, "t": "RESUMED", "s": session.seq, "d": {}})
+        self._changed.set()
+        return session
+
+    # --- REST -------------------------------------------------------------------------------
+
+    async def _rest(self, request: web.Request) -> web.StreamResponse:
+        path = "/" + request.match_info["path"]
+        method = request.method
+        body: Any = None
+        files: list[tuple[str, bytes]] = []
+        if request.content_type == "multipart/form-data":
+            reader = await request.multipart()
+            async for part in reader:
+                if part.name == "payload_json":  # type: ignore[union-attr]
+                    body = json.loads(await part.text())  # type: ignore[union-attr]
+                else:
+                    files.append((part.filename or "", await part.read()))  # type: ignore[union-attr]
+        elif request.can_read_body:
+            raw = await request.read()
+            body = json.loads(raw) if raw else None
+        call = Call(method, path, body, time.monotonic(), files=files)
+        self.calls.append(call)
+        try:
+            response = await self._route(request, method, path, body, files)
+        finally:
+            self._changed.set()
+        call.status = response.status
+        return response
+
+    def _fault(self, method: str, path: str) -> web.Response | None:
+        for fault in self.faults:
+            if fault.remaining > 0 and fault.method == method and fault.pattern.search(path):
+                fault.remaining -= 1
+                if fault.status == 429:
+                    return _json(
+                        {
+                            "message": "You are being rate limited.",
+                            "retry_after": fault.retry_after,
+                            "global": False,
+                        },
+                        status=429,
+                        headers={
+                            "Retry-After": str(fault.retry_after),
+                            "X-RateLimit-Limit": "5",
+                            "X-RateLimit-Remaining": "0",
+                            "X-RateLimit-Reset-After": str(fault.retry_after),
+                            "X-RateLimit-Bucket": "fake-bucket",
+                            "X-RateLimit-Scope": "user",
+                            "Via": "1.1 google",  # discord.py treats a 429 without it as a ban
+                        },
+                    )
+                return _json({"message": "scripted", "code": 0}, status=fault.status)
+        return None
+
+    @staticmethod
+    def _error(status: int, code: int, message: str) -> web.Response:
+        return _json({"message": message, "code": code}, status=status)
+
+    async def _route(
+        self,
+        request: web.Request,
+        method: str,
+        path: str,
+        body: Any,
+        files: list[tuple[str, bytes]],
+    ) -> web.Response:
+        fault = self._fault(method, path)
+        if fault is not None:
+            return fault
+        webhook = re.fullmatch(r"/(interactions|webhooks)/(\d+)/([^/]+)(/.*)?", path)
+        if webhook is None:
+            if request.headers.get("Authorization") != f"Bot {self.token}":
+                return self._error(401, 0, "401: Unauthorized")
+            return await self._bot_route(method, path, body, files)
+        kind, _, token, rest = webhook.groups()
+        return self._interaction_route(kind, method, token, rest or "", body, files)
+
+    async def _bot_route(
+        self, method: str, path: str, body: Any, files: list[tuple[str, bytes]]
+    ) -> web.Response:
+        if method == "GET" and path == "/users/@me":
+            return _json(self.bot)
+        if method == "GET" and path == "/oauth2/applications/@me":
+            return _json(self._application())
+        if method == "GET" and path == "/gateway/bot":
+            return _json(
+                {
+                    "url": self.gateway_url,
+                    "shards": self.recommended_shards,
+                    "session_start_limit": {
+                        "total": 1000,
+                        "remaining": 999,
+                        "reset_after": 0,
+                        "max_concurrency": 1,
+                    },
+                }
+            )
+        sync = re.fullmatch(r"/applications/(\d+)(?:/guilds/(\d+))?/commands", path)
+        if sync and method == "PUT":
+            guild = sync.group(2)
+            registered = []
+            for spec in body:
+                registered.append(
+                    {**spec, "id": snowflake(), "application_id": self.app_id, "version": "1"}
+                )
+                if guild:
+                    registered[-1]["guild_id"] = guild
+            self.commands[guild] = registered
+            return _json(registered)
+        m = re.fullmatch(r"/channels/(\d+)/typing", path)
+        if m and method == "POST":
+            return web.Response(status=204)
+        m = re.fullmatch(r"/channels/(\d+)/messages", path)
+        if m and method == "POST":
+            return self._create_message(m.group(1), body or {}, files, self.bot)
+        m = re.fullmatch(r"/channels/(\d+)/messages/(\d+)", path)
+        if m and method in ("PATCH", "DELETE"):
+            message = self.messages.get(m.group(2))
+            if message is None or message["channel_id"] != m.group(1):
+                return self._error(404, 10008, "Unknown Message")
+            if message["author"]["id"] != self.app_id:
+                return self._error(403, 50005, "Cannot edit a message authored by another user")
+            if method == "DELETE":
+                message["deleted"] = True
+                return web.Response(status=204)
+            problem = self._check_content(body or {}, files, editing=True)
+            if problem is not None:
+                return problem
+            if "content" in (body or {}):
+                message["content"] = body["content"]
+            message["edited_timestamp"] = _now_iso()
+            message["edits"] = message.get("edits", 0) + 1
+            return _json(message)
+        m = re.fullmatch(r"/channels/(\d+)/messages/(\d+)/threads", path)
+        if m and method == "POST":
+            return await self._start_thread(m.group(1), m.group(2), body or {})
+        m = re.fullmatch(r"/channels/(\d+)", path)
+        if m and method == "GET" and m.group(1) in self.channels:
+            return _json(self.channels[m.group(1)])
+        return self._error(404, 0, f"404: Not Found ({method} {path})")
+
+    def _application(self) -> dict[str, Any]:
+        return {
+            "id": self.app_id,
+            "name": "chatbot",
+            "icon": None,
+            "description": "",
+            "bot_public": True,
+            "bot_require_code_grant": False,
+            "owner": user_obj(snowflake(), "owner"),
+            "verify_key": "0" * 64,
+            "flags": 0 if not self.allow_message_content else 1 << 19,
+            "team": None,
+            "summary": "",
+            "rpc_origins": [],
+            "interactions_endpoint_url": None,
+            "redirect_uris": [],
+            "tags": [],
+        }
+
+    @staticmethod
+    def _check_content(
+        body: dict[str, Any], files: list[tuple[str, bytes]], *, editing: bool = False
+    ) -> web.Response | None:
+        content = body.get("content")
+        if content is not None and len(content) > 2000:
+            return _json(
+                {
+                    "message": "Invalid Form Body",
+                    "code": 50035,
+                    "errors": {
+                        "content": {
+                            "_errors": [
+                                {
+                                    "code": "BASE_TYPE_MAX_LENGTH",
+                                    "message": "Must be 2000 or fewer in length.",
+                                }
+                            ]
+                        }
+                    },
+                },
+                status=400,
+            )
+        if not editing and not content and not files and not body.get("embeds"):
+            return _json({"message": "Cannot send an empty message", "code": 50006}, status=400)
+        return None
+
+    def _create_message(
+        self,
+        channel_id: str,
+        body: dict[str, Any],
+        files: list[tuple[str, bytes]],
+        author: dict[str, Any],
+        *,
+        flags: int = 0,
+        interaction: str | None = None,
+    ) -> web.Response:
+        channel = self.channels.get(channel_id)
+        if channel is None:
+            return self._error(404, 10003, "Unknown Channel")
+        problem = self._check_content(body, files)
+        if problem is not None:
+            return problem
+        nonce = body.get("nonce")
+        if nonce is not None and len(str(nonce)) > 25:
+            return self._error(400, 50035, "Invalid Form Body (nonce)")
+        if nonce is not None and body.get("enforce_nonce"):
+            earlier = self.nonces.get((channel_id, str(nonce)))
+            if earlier is not None:
+                return _json(self.messages[earlier])
+        reference = body.get("message_reference")
+        message: dict[str, Any] = {
+            "id": snowflake(),
+            "channel_id": channel_id,
+            "author": author,
+            "content": body.get("content") or "",
+            "timestamp": _now_iso(),
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [],
+            "mention_roles": [],
+            "attachments": [
+                {
+                    "id": snowflake(),
+                    "filename": name,
+                    "size": len(data),
+                    "url": f"{self.api_url}/files/{name}",
+                    "proxy_url": f"{self.api_url}/files/{name}",
+                }
+                for name, data in files
+            ],
+            "embeds": [],
+            "pinned": False,
+            "type": 19 if reference else 0,
+            "flags": flags | int(body.get("flags") or 0),
+            "components": [],
+            "allowed_mentions": body.get("allowed_mentions"),
+            "nonce": nonce,
+            "file_bodies": [data for _, data in files],
+        }
+        if "guild_id" in channel:
+            message["guild_id"] = channel["guild_id"]
+        if reference:
+            message["message_reference"] = reference
+        if interaction:
+            message["interaction_token"] = interaction
+        self.messages[message["id"]] = message
+        if nonce is not None:
+            self.nonces[(channel_id, str(nonce))] = message["id"]
+        return _json(message)
+
+    async def _start_thread(
+        self, channel_id: str, message_id: str, body: dict[str, Any]
+    ) -> web.Response:
+        parent = self.channels.get(channel_id)
+        if parent is None or message_id not in self.messages:
+            return self._error(404, 10008, "Unknown Message")
+        if message_id in self.channels:
+            return self._error(400, 160004, "A thread has already been created for this message")
+        name = str(body.get("name") or "")
+        if not 1 <= len(name) <= 100:
+            return self._error(400, 50035, "Invalid Form Body (name)")
+        thread = {
+            "id": message_id,  # Discord gives a thread started on a message the message's id
+            "type": 11,
+            "guild_id": parent["guild_id"],
+            "parent_id": channel_id,
+            "owner_id": self.app_id,
+            "name": name,
+            "last_message_id": None,
+            "rate_limit_per_user": 0,
+            "message_count": 0,
+            "member_count": 1,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": int(body.get("auto_archive_duration") or 1440),
+                "archive_timestamp": _now_iso(),
+                "locked": False,
+            },
+            "flags": 0,
+        }
+        self.channels[message_id] = thread
+        self.guilds[parent["guild_id"]]["threads"].append(thread)
+        await self.dispatch("THREAD_CREATE", {**thread, "newly_created": True})
+        return _json(thread)
+
+    async def user_opens_thread(self, user_id: str, message: dict[str, Any], name: str) -> str:
+        """A person opens a thread on `message` (THREAD_CREATE to the bot, as Discord sends to
+        members who can see it); returns the thread id (the message's id)."""
+        parent = self.channels[message["channel_id"]]
+        thread = {
+            "id": message["id"],
+            "type": 11,
+            "guild_id": parent["guild_id"],
+            "parent_id": parent["id"],
+            "owner_id": user_id,
+            "name": name,
+            "last_message_id": None,
+            "rate_limit_per_user": 0,
+            "message_count": 0,
+            "member_count": 1,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": _now_iso(),
+                "locked": False,
+            },
+            "flags": 0,
+        }
+        self.channels[thread["id"]] = thread
+        self.guilds[parent["guild_id"]]["threads"].append(thread)
+        await self.dispatch("THREAD_CREATE", {**thread, "newly_created": True})
+        return str(thread["id"])
+
+    def _interaction_route(
+        self,
+        kind: str,
+        method: str,
+        token: str,
+        rest: str,
+        body: Any,
+        files: list[tuple[str, bytes]],
+    ) -> web.Response:
+        interaction = self.interactions.get(token)
+        if interaction is None:
+            return self._error(404, 10015, "Unknown Webhook")
+        now = time.monotonic()
+        if kind == "interactions":
+            if rest != "/callback" or method != "POST":
+                return self._error(405, 0, "405: Method Not Allowed")
+            if interaction.responded_at is not None:
+                return self._error(400, 40060, "Interaction has already been acknowledged.")
+            if now - interaction.created > INTERACTION_WINDOW:
+                return self._error(404, 10062, "Unknown interaction")
+            interaction.responded_at = now
+            interaction.response = body
+            data = (body or {}).get("data") or {}
+            resource: dict[str, Any] = {"type": body["type"]}
+            if body["type"] == 4:
+                problem = self._check_content(data, files)
+                if problem is not None:
+                    interaction.responded_at = None
+                    return problem
+                interaction.original = {
+                    "content": data.get("content"),
+                    "flags": data.get("flags", 0),
+                }
+                resource["message"] = self._message_like(interaction, interaction.original)
+            return _json(
+                {
+                    "interaction": {
+                        "id": interaction.id,
+                        "type": 2,
+                        "response_message_loading": body["type"] == 5,
+                        "response_message_ephemeral": bool(int(data.get("flags", 0)) & EPHEMERAL),
+                    },
+                    "resource": resource,
+                }
+            )
+        if interaction.responded_at is None:
+            return self._error(404, 10015, "Unknown Webhook")
+        if method == "POST" and rest == "":
+            problem = self._check_content(body or {}, files)
+            if problem is not None:
+                return problem
+            followup = {"content": body.get("content"), "flags": int(body.get("flags") or 0)}
+            interaction.followups.append(followup)
+            return _json(self._message_like(interaction, followup))
+        if method == "PATCH" and rest == "/messages/@original":
+            problem = self._check_content(body or {}, files, editing=True)
+            if problem is not None:
+                return problem
+            interaction.original = {**(interaction.original or {}), **(body or {})}
+            return _json(self._message_like(interaction, interaction.original))
+        return self._error(404, 0, f"404: Not Found ({method} {rest})")
+
+    def _message_like(self, interaction: Interaction, data: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": snowflake(),
+            "channel_id": "0",
+            "author": self.bot,
+            "content": data.get("content") or "",
+            "timestamp": _now_iso(),
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "type": 20,
+            "flags": int(data.get("flags") or 0),
+            "components": [],
+        }
+
+    # --- waiting ----------------------------------------------------------------------------
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+        """Wait until `predicate()` holds (re-checked after every request and gateway event)."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("condition not reached")
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), timeout=min(left, 0.05))
+            except TimeoutError:
+                pass
+
+    # --- reading what the bot did -------------------------------------------------------------
+
+    def bot_messages(self, channel_id: str) -> list[dict[str, Any]]:
+        return [
+            m
+            for m in self.messages.values()
+            if m["channel_id"] == channel_id
+            and m["author"]["id"] == self.app_id
+            and not m.get("deleted")
+            and not m.get("injected")
+        ]
+
+    def calls_to(self, method: str, pattern: str) -> list[Call]:
+        regex = re.compile(pattern)
+        return [c for c in self.calls if c.method == method and regex.search(c.path)]
