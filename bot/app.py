@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.commands import CommandHandler
@@ -30,6 +30,7 @@ from bot.text import clean_message, clean_request
 from bot.tokens import TokenCounter
 from bot.toolbox import ToolboxFactory, pack_catalog
 from bot.turn import STORE_DOWN_REPLY, Model, TurnResult, TurnRunner
+from tools.keylocks import KeyLocks
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +42,6 @@ SUMMARY_RETRY_AFTER = 30.0  # seconds before retrying a failed summary of the sa
 
 class StartupError(Exception):
     """A store or cache could not be opened; the message is one line for the operator."""
-
-
-@dataclass
-class _LocalLock:
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    users: int = 0
 
 
 @dataclass
@@ -99,7 +94,7 @@ class BotApp:
             box=self.toolboxes.box,
             lock_session=self._session_turn,
         )
-        self._locks: dict[str, _LocalLock] = {}
+        self.session_locks: KeyLocks[str] = KeyLocks()  # in-process, by session id
         self._bg = _Background(set(), {}, {})
         self._summary_format = 0  # index of the structured-output form the server accepts
 
@@ -180,19 +175,12 @@ class BotApp:
     @asynccontextmanager
     async def _session_turn(self, session: SessionKey) -> AsyncIterator[None]:
         """In-process FIFO lock first (cheap, fair), then the cross-process cache lock."""
-        entry = self._locks.setdefault(session.id, _LocalLock())
-        entry.users += 1
         timeout = self.settings.bot_turn_timeout
-        try:
-            async with entry.lock:
-                async with self.cache.lock(
-                    f"lock:session:{session.id}", ttl=timeout + 30, wait=timeout
-                ):
-                    yield
-        finally:
-            entry.users -= 1
-            if entry.users == 0 and self._locks.get(session.id) is entry:
-                del self._locks[session.id]
+        async with self.session_locks.hold(session.id):
+            async with self.cache.lock(
+                f"lock:session:{session.id}", ttl=timeout + 30, wait=timeout
+            ):
+                yield
 
     # background summarisation ----------------------------------------------------------------
 
@@ -258,8 +246,9 @@ class BotApp:
             await self.cache.delete(hot_key(session_id))
 
 
-async def build_app(settings: Settings) -> BotApp:
-    """Open the stores and the model client from settings."""
+async def build_app(settings: Settings, *, cache: Cache | None = None) -> BotApp:
+    """Open the stores and the model client from settings (every command and test builds the
+    app here). `cache`: an already-open cache to use instead of the one the settings name."""
     api_key = settings.require_openai_key()
     try:
         store = await open_store(
@@ -270,7 +259,8 @@ async def build_app(settings: Settings) -> BotApp:
     except Exception as exc:
         raise StartupError(f"cannot open the store: {exc}") from None
     try:
-        cache = open_cache(redis_url=settings.redis_url)
+        if cache is None:
+            cache = open_cache(redis_url=settings.redis_url, prefix=settings.bot_redis_prefix)
     except Exception as exc:
         await store.close()
         raise StartupError(f"cannot open the cache: {exc}") from None

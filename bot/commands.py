@@ -19,6 +19,7 @@ from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.secrets import SecretBox
 from bot.stores.protocols import Store
 from bot.stores.records import SessionState
+from tools.packs import PackConfigError, parse_settings
 
 log = logging.getLogger(__name__)
 
@@ -253,13 +254,10 @@ class CommandHandler:
             if await self.store.remove(team, pack):
                 return CommandReply(f"Removed the `{pack}` tool pack.")
             return CommandReply(f"The `{pack}` tool pack isn't installed here.", ok=False)
-        raw: dict[str, str] = {}
-        for n, item in enumerate(args[1:], 1):
-            key, sep, value = item.partition("=")
-            if not sep or not key:
-                # The word is not echoed: it may be a token typed without "token=".
-                return CommandReply(f"Setting {n} is not `key=value`. {TOOLS_HELP}", ok=False)
-            raw[key.strip()] = value.strip()
+        try:
+            raw = parse_settings(args[1:])  # never echoes a word: it may be a bare token
+        except PackConfigError as exc:
+            return CommandReply(f"Can't install `{pack}`: {exc}. {TOOLS_HELP}", ok=False)
         try:
             config = self.catalog.validate(pack, raw)
         except ValueError as exc:

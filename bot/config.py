@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     mongodb_uri: str | None = None
     mongodb_db: str = "bot"
     redis_url: str | None = None
+    # Every Redis key the bot writes starts with this, so several bots (or test runs) can share
+    # one Redis without seeing each other's sessions, locks or de-duplication marks.
+    bot_redis_prefix: str = Field(default="bot:", min_length=1, max_length=100)
     bot_data_dir: Path = Path("./.bot-data")
     bot_session_ttl: float = Field(default=1800.0, gt=0)
 
@@ -139,6 +142,13 @@ class Settings(BaseSettings):
     def _redis_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must start with redis://, rediss:// or unix://")
+        return value
+
+    @field_validator("bot_redis_prefix")
+    @classmethod
+    def _redis_prefix(cls, value: str) -> str:
+        if not value.strip() or any(c.isspace() or c in "*?[]" for c in value):
+            raise ValueError("must be non-empty, without spaces or glob characters (* ? [ ])")
         return value
 
     @field_validator("bot_secret_key")

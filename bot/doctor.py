@@ -69,7 +69,7 @@ async def run_checks(settings: Settings) -> bool:
 
     what = "Redis" if settings.redis_url else "in-process cache"
     try:
-        cache = open_cache(redis_url=settings.redis_url)
+        cache = open_cache(redis_url=settings.redis_url, prefix=settings.bot_redis_prefix)
     except Exception as exc:
         results.append(_line(False, "cache", f"{what}: {exc}"))
     else:

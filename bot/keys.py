@@ -57,6 +57,14 @@ class PersonKey:
     def team_key(self) -> TeamKey:
         return TeamKey(self.platform, self.team)
 
+    @classmethod
+    def parse(cls, person_id: str) -> PersonKey:
+        """The key whose `id` this is; ValueError for anything else."""
+        parts = person_id.split(_SEP)
+        if len(parts) != 3:
+            raise ValueError(f"not a person id: {person_id!r}")
+        return cls(*parts)
+
 
 @dataclass(frozen=True, slots=True)
 class SessionKey:

@@ -96,8 +96,9 @@ class ToolboxFactory:
         return Toolbox(self.base | tools if tools else self.base, self.executor)
 
     async def _record(self, record: ToolCallRecord, ctx: ToolContext) -> None:
-        session = ctx.extras.get("session")
-        if not isinstance(session, SessionKey):
+        try:
+            session = SessionKey.parse(ctx.session_id)
+        except ValueError:  # not a bot session (a bench or a bare executor): nothing to log
             return
         try:
             await self.store.log_call(

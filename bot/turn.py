@@ -178,7 +178,8 @@ class TurnRunner:
             speaker_id=person.id,
             team_id=session.team_key.id,
             turn_id=turn_id,
-            extras={"person": person, "session": session},
+            speaker_name=msg.user_name,
+            message_id=msg.message_id,
         )
 
         for round_no in range(1, self.max_rounds + 2):

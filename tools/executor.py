@@ -35,7 +35,8 @@ from pydantic import BaseModel, ValidationError
 from tools import envelope
 from tools.declare import Tool
 from tools.errors import ToolArgumentError, ToolBusinessError, ToolTransientError
-from tools.idempotency import IdempotencyCache, KeyLocks, MemoryIdempotencyCache, idempotency_key
+from tools.idempotency import IdempotencyCache, MemoryIdempotencyCache, idempotency_key
+from tools.keylocks import KeyLocks
 from tools.registry import ToolRegistry
 from tools.schema import field_errors, unknown_fields
 from tools.types import Outcome, ToolCallRecord, ToolCallRequest, ToolContext
@@ -148,7 +149,7 @@ class ToolExecutor:
         self.config = config or ExecutorConfig()
         self._cache: IdempotencyCache = idempotency or MemoryIdempotencyCache()
         self._on_record = on_record
-        self._locks = KeyLocks()
+        self._locks: KeyLocks[str] = KeyLocks()
 
     async def execute(
         self,

@@ -5,19 +5,19 @@ that changes something, the first result is stored under
 `sha256(session_id, tool name, canonical JSON of the validated arguments)` for a window and
 replayed instead of acting again. Storage is the `IdempotencyCache` protocol, which the bot's
 Redis/in-process `Cache` satisfies as-is; this package does not import the bot. A per-key
-asyncio lock keeps two identical calls in flight in this process from both acting.
+asyncio lock (`tools.keylocks`) keeps two identical calls in flight in this process from both
+acting.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any, Protocol
 
+from cachetools import TLRUCache
 from pydantic import BaseModel
 
 KEY_PREFIX = "tools:idem:"
@@ -29,29 +29,23 @@ class IdempotencyCache(Protocol):
     async def set_json(self, key: str, value: Any, *, ttl: float) -> None: ...
 
 
-class MemoryIdempotencyCache:
-    """The in-process default: a dict with expiry, pruned as it is written."""
+def _expires(_key: str, entry: tuple[float, str], now: float) -> float:
+    return now + entry[0]
 
-    def __init__(self, *, clock: Any = time.monotonic) -> None:
-        self._data: dict[str, tuple[float, str]] = {}
-        self._clock = clock
+
+class MemoryIdempotencyCache:
+    """The in-process default: `cachetools.TLRUCache` (each entry lives for the TTL it was
+    written with; bounded: past `maxsize` the least recently used entry goes first)."""
+
+    def __init__(self, *, maxsize: int = 100_000, clock: Callable[[], float] = time.monotonic):
+        self._data: TLRUCache[str, tuple[float, str]] = TLRUCache(maxsize, _expires, timer=clock)
 
     async def get_json(self, key: str) -> Any | None:
         hit = self._data.get(key)
-        if hit is None:
-            return None
-        expires, text = hit
-        if expires <= self._clock():
-            self._data.pop(key, None)
-            return None
-        return json.loads(text)
+        return None if hit is None else json.loads(hit[1])
 
     async def set_json(self, key: str, value: Any, *, ttl: float) -> None:
-        now = self._clock()
-        if len(self._data) > 1024:
-            for k in [k for k, (exp, _) in self._data.items() if exp <= now]:
-                del self._data[k]
-        self._data[key] = (now + ttl, json.dumps(value))
+        self._data[key] = (ttl, json.dumps(value))
 
 
 def idempotency_key(session_id: str, tool_name: str, args: BaseModel) -> str:
@@ -62,29 +56,3 @@ def idempotency_key(session_id: str, tool_name: str, args: BaseModel) -> str:
         "\x1f".join((session_id, tool_name, canonical)).encode("utf-8", "surrogatepass")
     ).hexdigest()
     return KEY_PREFIX + digest[:40]
-
-
-class KeyLocks:
-    """One asyncio.Lock per key while anyone holds or waits for it; then forgotten."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
-
-    @asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key, (None, 0))
-        if lock is None:
-            lock = asyncio.Lock()
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users <= 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
-
-    def __len__(self) -> int:
-        return len(self._locks)

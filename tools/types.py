@@ -7,7 +7,7 @@ executor's `execute()`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 Outcome = Literal[
@@ -33,13 +33,19 @@ class ToolCallRequest:
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """Who is calling and where; handed to tools that ask for it and used for idempotency keys."""
+    """Who is calling and where; handed to tools that ask for it and used for idempotency keys.
 
-    session_id: str
-    speaker_id: str
-    team_id: str
-    turn_id: str = ""
-    extras: dict[str, Any] = field(default_factory=dict)
+    Every field is typed (no free-form dict): a tool that needs more context gets a new field
+    here. The ids are the caller's canonical key strings (the bot's `SessionKey.id`,
+    `PersonKey.id`, `TeamKey.id`), so a caller can parse them back into its own key types.
+    """
+
+    session_id: str  # the conversation place, e.g. "slack:T1:C1:1700000000.1"
+    speaker_id: str  # the person who sent the message, e.g. "slack:T1:U1"
+    team_id: str  # the workspace/guild the tools are installed in, e.g. "slack:T1"
+    turn_id: str = ""  # the turn these calls belong to (ties stored facts to their source)
+    speaker_name: str | None = None  # display name, when the platform gave one
+    message_id: str | None = None  # the platform's id of the message that started the turn
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from cachetools import TTLCache
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.request.async_request import AsyncBoltRequest
@@ -31,7 +32,6 @@ from adapters.slack.normalize import mentioned_users, normalize_event
 from adapters.slack.routing import Route, route_event
 from adapters.slack.sink import Capabilities, ReplyTarget, SlackReplySink
 from adapters.slack.threads import ThreadTracker
-from adapters.slack.ttlcache import TTLCache
 from adapters.slack.users import UserDirectory
 from bot import metrics
 from bot.core import BotCore, CommandReply, CommandRequest
@@ -225,8 +225,9 @@ class SlackHandlers:
 
     def _maybe_title(self, client: AsyncWebClient, route: Route, text: str) -> None:
         key = (route.team, route.channel, str(route.reply_thread_ts))
-        if route.team in self.caps.no_assistant or not self._titled.add(key, True):
+        if route.team in self.caps.no_assistant or key in self._titled:
             return
+        self._titled[key] = True
         title = " ".join(text.split())[:60] or "New chat"
 
         async def set_title() -> None:

@@ -19,6 +19,7 @@ import time
 from logging import Logger
 from typing import Any, Protocol
 
+from cachetools import TTLCache
 from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.authorization.async_authorize import AsyncAuthorize
 from slack_bolt.context.async_context import AsyncBoltContext
@@ -30,7 +31,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.common.logs import emit
 from adapters.slack.errors import api_failed
-from adapters.slack.ttlcache import TTLCache
 
 _LOG = logging.getLogger(__name__)
 NONE = "-"  # stands for an absent enterprise or team id in keys
@@ -132,7 +132,7 @@ class StorageInstallationStore(AsyncInstallationStore):
             return
         e, t = _ids(bot.enterprise_id, bot.team_id, False)
         await self._storage.put_doc(e, t, "bot", dict(bot.__dict__))
-        self._bots.pop((e, t))
+        self._bots.pop((e, t), None)
 
     async def async_find_bot(
         self,
@@ -149,7 +149,7 @@ class StorageInstallationStore(AsyncInstallationStore):
         if doc is None:
             return None
         bot = Bot(**doc)
-        self._bots.set(key, bot)
+        self._bots[key] = bot
         return bot
 
     async def async_find_installation(
@@ -181,7 +181,7 @@ class StorageInstallationStore(AsyncInstallationStore):
 
     async def async_delete_bot(self, *, enterprise_id: str | None, team_id: str | None) -> None:
         e, t = _ids(enterprise_id, team_id, False)
-        self._bots.pop((e, t))
+        self._bots.pop((e, t), None)
         await self._storage.delete_docs(e, t, "bot")
 
     async def async_delete_installation(
@@ -198,7 +198,7 @@ class StorageInstallationStore(AsyncInstallationStore):
 
     async def async_delete_all(self, *, enterprise_id: str | None, team_id: str | None) -> None:
         e, t = _ids(enterprise_id, team_id, False)
-        self._bots.pop((e, t))
+        self._bots.pop((e, t), None)
         count = await self._storage.delete_docs(e, t, None)
         emit(_LOG, "slack_installation_deleted", enterprise=e, team=t, documents=count)
 

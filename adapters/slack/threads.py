@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
+from cachetools import TLRUCache
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.errors import api_failed
-from adapters.slack.ttlcache import TTLCache
 
 _LOG = logging.getLogger(__name__)
 
@@ -31,15 +32,18 @@ class ThreadTracker:
         negative_ttl: float = 30.0,
         maxsize: int = 100_000,
         max_pages: int = 3,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._known: TTLCache[_Key, bool] = TTLCache(maxsize, positive_ttl)
-        self._negative_ttl = negative_ttl
+        # A "yes" lives `positive_ttl`, a "no" only `negative_ttl` (the bot may be mentioned).
+        self._known: TLRUCache[_Key, bool] = TLRUCache(
+            maxsize, lambda _k, found, now: now + (positive_ttl if found else negative_ttl), clock
+        )
         self._max_pages = max_pages
         self._inflight: dict[_Key, asyncio.Task[bool]] = {}
 
     def mark(self, team: str, channel: str, thread_ts: str) -> None:
         """The bot is answering in this thread: later replies there are for it too."""
-        self._known.set((team, channel, thread_ts), True)
+        self._known[(team, channel, thread_ts)] = True
 
     async def bot_in_thread(
         self,
@@ -55,13 +59,13 @@ class ThreadTracker:
     ) -> bool:
         key = (team, channel, thread_ts)
         if bot_user_id and parent_user_id == bot_user_id:
-            self._known.set(key, True)
+            self._known[key] = True
             return True
         known = self._known.get(key)
         if known is not None:
             return known
         if known_to_core is not None and await known_to_core():
-            self._known.set(key, True)
+            self._known[key] = True
             return True
         task = self._inflight.get(key)
         if task is None:
@@ -72,7 +76,7 @@ class ThreadTracker:
             task.add_done_callback(lambda _t: self._inflight.pop(key, None))
         found = await asyncio.shield(task)
         if self._known.get(key) is None:  # a concurrent mark() wins over a stale "no"
-            self._known.set(key, found, None if found else self._negative_ttl)
+            self._known[key] = found
         return found or bool(self._known.get(key))
 
     async def _lookup(

@@ -12,10 +12,10 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from cachetools import TTLCache
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.errors import api_failed
-from adapters.slack.ttlcache import TTLCache
 
 _LOG = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class UserDirectory:
         try:
             user = await self._fetch(client, user_id)
             if user is not None:
-                self._cache.set(key, user)
+                self._cache[key] = user
             future.set_result(user)
             return user
         except BaseException as exc:

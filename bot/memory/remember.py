@@ -45,15 +45,12 @@ async def remember(
         raise ToolBusinessError("the fact is empty: say what to remember")
     if len(text) > MAX_FACT_CHARS:
         raise ToolBusinessError(f"the fact is too long (over {MAX_FACT_CHARS} characters)")
-    person = ctx.extras.get("person")
-    session = ctx.extras.get("session")
-    if not isinstance(person, PersonKey):
-        raise RuntimeError("remember called without a speaker in the tool context")
+    person = PersonKey.parse(ctx.speaker_id)  # ValueError: a caller bug, logged as unexpected
     stored = await facts.add_fact(
         person,
         text,
         source="user",
-        session=session if isinstance(session, SessionKey) else None,
+        session=SessionKey.parse(ctx.session_id),
         source_ref=ctx.turn_id or None,
     )
     return {"stored": True, "id": stored.id, "fact": stored.text}

@@ -15,8 +15,3 @@ def ttl_ms(ttl: float) -> int:
 def lock_token() -> str:
     """Identifies one holder, so a holder whose lock expired cannot release the next one's."""
     return secrets.token_hex(16)
-
-
-# Waiting for a lock polls: start fast (uncontended handoffs are quick), back off to this.
-LOCK_POLL_FIRST = 0.005
-LOCK_POLL_MAX = 0.05

@@ -8,7 +8,7 @@ from pymongo.errors import ConfigurationError
 
 from bot.stores.memory_cache import MemoryCache
 from bot.stores.protocols import Cache, Store, StoreUnavailable
-from bot.stores.redis_cache import RedisCache
+from bot.stores.redis_cache import DEFAULT_PREFIX, RedisCache
 from bot.stores.resilient_cache import ResilientCache
 from bot.stores.sqlite import DB_FILENAME, SqliteStore
 
@@ -45,15 +45,16 @@ async def open_store(*, mongodb_uri: str | None, mongodb_db: str, data_dir: Path
         ) from exc
 
 
-def open_cache(*, redis_url: str | None) -> Cache:
-    """Redis with an in-process fallback when a URL is given, else in-process only.
+def open_cache(*, redis_url: str | None, prefix: str = DEFAULT_PREFIX) -> Cache:
+    """Redis (keys under `prefix`, BOT_REDIS_PREFIX) with an in-process fallback when a URL is
+    given, else in-process only.
 
     Connects lazily: a Redis that is down at start is simply used once it answers.
     """
     if not redis_url:
         return MemoryCache()
     try:
-        primary = RedisCache.from_url(redis_url)
+        primary = RedisCache.from_url(redis_url, prefix=prefix)
     except ValueError as exc:
         raise StoreConfigError(f"REDIS_URL is not a valid Redis URL: {_one_line(exc)}") from exc
     return ResilientCache(primary, MemoryCache())

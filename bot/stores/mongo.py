@@ -255,6 +255,11 @@ class MongoStore:
             sessions = await self._messages.distinct("session", {"speaker": person.id})
         return sorted(str(s) for s in sessions)
 
+    async def session_heads(self) -> dict[str, int]:
+        with _unavailable("session_heads"):
+            docs = await self._counters.find({}, {"last_seq": 1}).to_list()
+        return {str(d["_id"]): int(d["last_seq"]) for d in docs if "last_seq" in d}
+
     # --- session state -----------------------------------------------------------------------
 
     async def get_state(self, session: SessionKey) -> SessionState | None:

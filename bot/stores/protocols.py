@@ -50,6 +50,10 @@ class ConversationStore(Protocol):
         """Session ids (sorted) where this person has messages, to clean summaries drawn from
         them."""
 
+    async def session_heads(self) -> dict[str, int]:
+        """Every session's highest seq ever assigned (so work left behind by a crash, such as
+        indexing, can be found at start)."""
+
 
 class SessionStateStore(Protocol):
     async def get_state(self, session: SessionKey) -> SessionState | None: ...

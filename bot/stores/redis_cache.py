@@ -5,22 +5,21 @@ per-session locks hold across processes. Unreachable Redis raises `StoreUnavaila
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import redis.asyncio as redis
+from redis.asyncio.lock import Lock
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ReadOnlyError
+from redis.exceptions import LockError, ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from bot.stores.cache_common import LOCK_POLL_FIRST, LOCK_POLL_MAX, lock_token, ttl_ms
+from bot.stores.cache_common import ttl_ms
 from bot.stores.protocols import LockTimeout, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -29,13 +28,8 @@ DEFAULT_PREFIX = "bot:"
 # Short timeouts so an outage is noticed in about a second, not after the OS's TCP timeout.
 DEFAULT_TIMEOUT = 1.0
 
-# Delete the lock only if we still own it: after expiry someone else may hold it.
-_RELEASE = """
-if redis.call("get", KEYS[1]) == ARGV[1] then
-    return redis.call("del", KEYS[1])
-end
-return 0
-"""
+# How often a waiter asks Redis again for a held lock (redis-py's Lock polls at a fixed pace).
+LOCK_POLL = 0.01
 
 UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     RedisConnectionError,
@@ -45,6 +39,7 @@ UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     TimeoutError,
 )
 
+_RELEASE_ERRORS: tuple[type[BaseException], ...] = (LockError, *UNAVAILABLE_ERRORS)
 _PING_ERRORS: tuple[type[BaseException], ...] = (*UNAVAILABLE_ERRORS, redis.RedisError)
 
 
@@ -62,7 +57,6 @@ class RedisCache:
     def __init__(self, client: redis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
         self.client = client
         self.prefix = prefix
-        self._release = client.register_script(_RELEASE)
 
     @classmethod
     def from_url(
@@ -103,22 +97,26 @@ class RedisCache:
 
     @asynccontextmanager
     async def lock(self, key: str, *, ttl: float, wait: float) -> AsyncIterator[None]:
-        name, token, px = self.prefix + "lock:" + key, lock_token(), ttl_ms(ttl)
-        deadline, pause = time.monotonic() + wait, LOCK_POLL_FIRST
+        """redis-py's `Lock`: SET NX PX with a random token, released by a script that deletes
+        the key only while it still holds our token (after expiry someone else may own it)."""
+        lock = Lock(
+            self.client,
+            self.prefix + "lock:" + key,
+            timeout=ttl_ms(ttl) / 1000,
+            sleep=LOCK_POLL,
+            blocking_timeout=max(wait, 0.0),
+            thread_local=False,  # one Lock object per acquisition; tasks share the thread
+        )
         with _unavailable("lock"):
-            while not await self.client.set(name, token, nx=True, px=px):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise LockTimeout(f"lock {key!r} not acquired within {wait}s")
-                await asyncio.sleep(min(pause, remaining))
-                pause = min(pause * 2, LOCK_POLL_MAX)
+            if not await lock.acquire():
+                raise LockTimeout(f"lock {key!r} not acquired within {wait}s")
         try:
             yield
         finally:
             try:
-                await self._release(keys=[name], args=[token])
-            except UNAVAILABLE_ERRORS as exc:
-                # Not fatal: the lock expires after `ttl` on its own.
+                await lock.release()
+            except _RELEASE_ERRORS as exc:
+                # Not fatal: the lock expires after `ttl` on its own (or already did).
                 log.warning("could not release Redis lock %r: %s", key, exc)
 
     async def ping(self) -> bool:

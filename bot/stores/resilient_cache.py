@@ -47,11 +47,6 @@ class ResilientCache:
         self._down = False
         self._next_probe = 0.0
 
-    @property
-    def degraded(self) -> bool:
-        """True while calls are served by the fallback."""
-        return self._down
-
     def _primary_usable(self) -> bool:
         if not self._down:
             return True

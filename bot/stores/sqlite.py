@@ -224,6 +224,13 @@ class SqliteStore:
 
         return await self._db.call(run)
 
+    async def session_heads(self) -> dict[str, int]:
+        def run(conn: sqlite3.Connection) -> dict[str, int]:
+            rows = conn.execute("SELECT session, last_seq FROM sessions").fetchall()
+            return {str(sid): int(seq) for sid, seq in rows}
+
+        return await self._db.call(run)
+
     # --- session state -----------------------------------------------------------------------
 
     async def get_state(self, session: SessionKey) -> SessionState | None:

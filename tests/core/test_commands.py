@@ -6,9 +6,10 @@ import json
 from typing import Any
 
 from bot.core import CommandRequest
-from bot.keys import PersonKey
+from bot.keys import PersonKey, TeamKey
 from tests.fakes.openai_server import FakeOpenAI
 from tests.helpers import say
+from tools.types import ToolContext
 
 
 def cmd(
@@ -100,3 +101,33 @@ async def test_remember_of_only_punctuation_is_a_business_error(
         next(m for m in fake_openai.requests[-1]["messages"] if m["role"] == "tool")["content"]
     )
     assert result["error"]["type"] == "business_error"
+
+
+async def test_tools_install_refuses_a_setting_given_twice(make_app: Any) -> None:
+    """The command parses settings with the packs' one parser, duplicate-key check included:
+    `url=A url=B` is refused instead of silently installing B."""
+    app = await make_app()
+    reply = await app.handle_command(
+        cmd("tools", "install orders url=http://127.0.0.1:9/ url=http://127.0.0.1:8/", admin=True)
+    )
+    assert not reply.ok and "url is given twice" in reply.text
+    assert await app.store.installed(TeamKey("test", "T1")) == []
+    bare = await app.handle_command(cmd("tools", "install orders s3cr3t", admin=True))
+    assert not bare.ok and "not in key=value form" in bare.text and "s3cr3t" not in bare.text
+
+
+async def test_remember_needs_only_the_typed_tool_context(make_app: Any) -> None:
+    """`remember` files the fact from ToolContext's typed fields (speaker and session ids)."""
+    from bot.memory.remember import remember
+    from bot.stores.records import Fact
+
+    app = await make_app()
+    tool = remember.bind(facts=app.store)
+    ctx = ToolContext(
+        session_id="test:T1:C1:-", speaker_id="test:T1:U7", team_id="test:T1", turn_id="t-1"
+    )
+    out = await tool.invoke(tool.args_model(fact="Likes rooibos."), ctx)
+    assert out["stored"] is True
+    facts: list[Fact] = await app.store.list_facts(PersonKey("test", "T1", "U7"))
+    assert [f.text for f in facts] == ["Likes rooibos."]
+    assert facts[0].source_ref == "t-1"

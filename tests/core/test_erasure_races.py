@@ -40,8 +40,7 @@ async def test_a_turn_in_flight_does_not_bring_erased_messages_back(
     await entered.wait()
     erasing = asyncio.create_task(app.handle_command(forget_all("UA")))
     for _ in range(200):  # until the erasure waits on the session lock held by B's turn
-        entry = app._locks.get(SESSION.id)
-        if entry is not None and entry.users >= 2:
+        if app.session_locks.users(SESSION.id) >= 2:
             break
         await asyncio.sleep(0.01)
     else:
@@ -107,8 +106,7 @@ async def test_the_erased_persons_own_turn_in_flight_is_erased_too(
     erasing = asyncio.create_task(app.handle_command(forget_all("UA")))
     session = SessionKey("test", "T1", "C2")
     for _ in range(200):
-        entry = app._locks.get(session.id)
-        if entry is not None and entry.users >= 2:
+        if app.session_locks.users(session.id) >= 2:
             break
         await asyncio.sleep(0.01)
     gate.set()

@@ -58,8 +58,8 @@ async def test_two_processes_take_turns_in_one_session(
     """Two bot processes sharing Redis: the cross-process session lock serialises their turns."""
     brain = CountingBrain()
     fake_openai.brain = brain
-    a = await make_app(redis_url=redis_url, redis_key_prefix=redis_prefix)
-    b = await make_app(redis_url=redis_url, redis_key_prefix=redis_prefix)
+    a = await make_app(redis_url=redis_url, bot_redis_prefix=redis_prefix)
+    b = await make_app(redis_url=redis_url, bot_redis_prefix=redis_prefix)
     done = await asyncio.gather(
         *(say(app, f"m{i}", channel="C-x") for i, app in enumerate([a, b, a, b]))
     )

@@ -119,7 +119,7 @@ async def test_long_conversation_mongo_and_redis(
         mongodb_uri=mongo_uri,
         mongodb_db=f"t{uuid.uuid4().hex[:10]}",
         redis_url=redis_url,
-        redis_key_prefix=redis_prefix,
+        bot_redis_prefix=redis_prefix,
     )
     await _converse(app, fake_openai, brain, FACT)
 

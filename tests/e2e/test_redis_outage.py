@@ -36,7 +36,6 @@ async def test_bot_answers_through_a_redis_outage(
     await redis_proxy.stop()
     during = await say(app, "second: and my dog is called Rex")
     assert during.final and not during.error
-    assert cache.degraded
     assert await app.first_delivery("Ev2")
     assert not await app.first_delivery("Ev2")  # de-duplicated in the outage too
     assert (await app.health())["cache"] is False
@@ -45,7 +44,6 @@ async def test_bot_answers_through_a_redis_outage(
     await asyncio.sleep(0.3)
     after = await say(app, "third: what do you know?")
     assert after.final and not after.error
-    assert not cache.degraded
     assert (await app.health()) == {"store": True, "cache": True}
     assert not await app.first_delivery("Ev1") and not await app.first_delivery("Ev2")
     # Nothing said during the outage was lost: the last request holds all three turns.

@@ -100,7 +100,7 @@ async def test_two_processes_on_one_redis_answer_a_retried_event_once(
 ) -> None:
     """The real path: adapter -> BotApp.first_delivery -> Redis SET NX, across two processes."""
     apps = [
-        await start_harness(await make_app(redis_url=redis_url, redis_key_prefix=redis_prefix))
+        await start_harness(await make_app(redis_url=redis_url, bot_redis_prefix=redis_prefix))
         for _ in range(2)
     ]
     ts = new_ts()

@@ -6,13 +6,14 @@ from typing import Any
 
 import pytest
 from slack_sdk.oauth.installation_store.models.installation import Installation
+from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.config import SlackConfig, SlackConfigError
 from adapters.slack.mrkdwn import escape, markdown_to_mrkdwn, split_message, truncate
 from adapters.slack.normalize import describe_files, mentioned_users, normalize_text
 from adapters.slack.oauth import MemoryInstallationStorage, StorageInstallationStore
 from adapters.slack.routing import route_event
-from adapters.slack.ttlcache import TTLCache
+from adapters.slack.threads import ThreadTracker
 
 # -- markdown -> mrkdwn -----------------------------------------------------------------------
 
@@ -219,16 +220,36 @@ def test_config_from_settings_reads_attributes_and_secrets() -> None:
 # -- small helpers ----------------------------------------------------------------------------
 
 
-def test_ttlcache_expiry_and_bound() -> None:
+async def test_thread_tracker_forgets_a_no_soon_and_a_yes_late() -> None:
+    """A "no" (the bot is not in that thread) is cached briefly: it may be mentioned there next."""
+    asked: list[str] = []
     now = [0.0]
-    cache: TTLCache[str, int] = TTLCache(2, 10.0, clock=lambda: now[0])
-    cache.set("a", 1)
-    cache.set("b", 2)
-    cache.set("c", 3)
-    assert cache.get("a") is None and cache.get("b") == 2
-    assert cache.add("b", 9) is False
-    now[0] = 11.0
-    assert cache.get("b") is None and cache.add("b", 9) is True
+
+    async def known_to_core() -> bool:
+        asked.append("core")
+        return False
+
+    tracker = ThreadTracker(positive_ttl=3600.0, negative_ttl=30.0, clock=lambda: now[0])
+    client = AsyncWebClient(token="xoxb-unused", base_url="http://127.0.0.1:9/")
+
+    async def in_thread() -> bool:
+        return await tracker.bot_in_thread(
+            client,
+            team="T1",
+            channel="C1",
+            thread_ts="1.0",
+            bot_user_id="UB",
+            bot_id=None,
+            known_to_core=known_to_core,
+        )
+
+    assert not await in_thread() and not await in_thread()
+    assert asked == ["core"]  # the "no" was cached
+    now[0] = 31.0
+    assert not await in_thread() and asked == ["core", "core"]  # ... but not for long
+    tracker.mark("T1", "C1", "1.0")
+    now[0] = 3000.0
+    assert await in_thread() and asked == ["core", "core"]  # a "yes" lives long
 
 
 async def test_installation_store_round_trip_keys_include_the_team() -> None:

@@ -71,7 +71,6 @@ async def test_falls_back_when_redis_is_down(caplog: pytest.LogCaptureFixture) -
                     pass
         await cache.delete("state")
         assert await cache.get_json("state") is None
-    assert cache.degraded
     assert len([r for r in caplog.records if "unavailable" in r.getMessage()]) == 1
     await cache.close()
 
@@ -94,7 +93,7 @@ async def test_fails_over_and_recovers(
         await cache.set_json("during", 2, ttl=30)
         assert await cache.set_nx("event:E1", ttl=30)
         assert await cache.get_json("during") == 2
-        assert cache.degraded and time.monotonic() - started < 2
+        assert time.monotonic() - started < 2
         async with cache.lock("session:s1", ttl=5, wait=1):
             pass
         assert await direct.get(redis_prefix + "during") is None
@@ -102,7 +101,6 @@ async def test_fails_over_and_recovers(
         await redis_proxy.start()  # ...and comes back on the same port
         await asyncio.sleep(0.3)
         await cache.set_json("after", 3, ttl=30)
-        assert not cache.degraded
         assert await direct.get(redis_prefix + "after") == b"3"
         assert await cache.get_json("during") == 2  # written in the outage, still served
         assert not await cache.set_nx("event:E1", ttl=30)  # still a duplicate after recovery

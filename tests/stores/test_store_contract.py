@@ -322,3 +322,12 @@ async def test_ping_and_compact(store: Store) -> None:
     await store.append(CHANNEL, [msg("x")])
     await store.compact()
     assert await store.count(CHANNEL) == 1
+
+
+async def test_session_heads_name_every_session_and_its_last_seq(store: Store) -> None:
+    assert await store.session_heads() == {}
+    await store.append(CHANNEL, [msg("a"), msg("b")])
+    await store.append(THREAD, [msg("c", BOB)])
+    await store.append(CHANNEL, [msg("d", BOB, turn="t2")])
+    await store.delete_speaker(BOB)  # erasure never lowers a head: seqs are not reused
+    assert await store.session_heads() == {CHANNEL.id: 3, THREAD.id: 1}

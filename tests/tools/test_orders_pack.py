@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from tools.executor import ToolExecutor
-from tools.packs import PackEnv
+from tools.packs import PackEnv, parse_settings
 from tools.packs.orders import ORDERS_PACK, summarize_order
 from tools.registry import ToolRegistry
 from tools.types import ToolCallRecord, ToolCallRequest, ToolContext
@@ -23,7 +23,7 @@ MakeExecutor = Callable[..., ToolExecutor]
 @asynccontextmanager
 async def installed(http: httpx.AsyncClient, words: str) -> AsyncIterator[ToolRegistry]:
     """What `/tools install orders <words>` leads to: parse, store as strings, build per turn."""
-    stored = ORDERS_PACK.dump_config(ORDERS_PACK.parse_args(words))
+    stored = ORDERS_PACK.dump_config(ORDERS_PACK.load_config(parse_settings(words)))
     yield ToolRegistry(ORDERS_PACK.build(stored, PackEnv(http)))
 
 

@@ -1,9 +1,10 @@
 """Installable tool packs: what an admin adds to a workspace with `/tools install`.
 
-A `ToolPack` names a set of tools, the settings an install takes (a pydantic model parsed from
-`key=value` words), which settings are secrets (never shown or logged: use `redacted`), and how
-to build the tools from settings plus a `PackEnv` (the shared HTTP client and provider URLs the
-caller read from its configuration; packs read no environment variables).
+A `ToolPack` names a set of tools, the settings an install takes (a pydantic model validated
+from the `key=value` words `parse_settings` reads), which settings are secrets (never shown or
+logged: use `redacted`), and how to build the tools from settings plus a `PackEnv` (the shared
+HTTP client and provider URLs the caller read from its configuration; packs read no environment
+variables).
 
 Stored installs keep settings as `dict[str, str]` (`dump_config`); `build` accepts that dict or
 the parsed model. Building binds pre-declared tools, so it is cheap enough to do per turn.
@@ -33,6 +34,29 @@ class PackConfigError(ValueError):
     """Install settings are wrong; the message is one line, safe to show (no secret values)."""
 
 
+def parse_settings(words: str | Sequence[str]) -> dict[str, str]:
+    """Install settings from `url=http://x token=abc` (shell-quoted text or a list of words).
+
+    The one key=value parser (the command layer and tests use it). A word without `=`, an empty
+    key or a key given twice is a PackConfigError; the offending word is never echoed (it may be
+    a secret typed without `token=`).
+    """
+    try:
+        items = shlex.split(words) if isinstance(words, str) else list(words)
+    except ValueError as exc:
+        raise PackConfigError(f"cannot parse settings ({exc})") from None
+    values: dict[str, str] = {}
+    for n, word in enumerate(items, 1):
+        key, sep, value = word.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise PackConfigError(f"setting {n} is not in key=value form")
+        if key in values:
+            raise PackConfigError(f"{key} is given twice")
+        values[key] = value
+    return values
+
+
 @dataclass(frozen=True, slots=True)
 class PackEnv:
     """What packs need from the bot: one shared HTTP client and the provider endpoints."""
@@ -56,24 +80,6 @@ class ToolPack(Generic[C]):
     builder: Callable[[C, PackEnv], Sequence[Tool]]
     tool_names: tuple[str, ...]
     secret_keys: frozenset[str] = field(default_factory=frozenset)
-
-    def parse_args(self, args: str | Sequence[str]) -> C:
-        """Settings from `url=http://x token=abc` (a string, shell-quoted, or a list of words)."""
-        try:
-            words = shlex.split(args) if isinstance(args, str) else list(args)
-        except ValueError as exc:
-            raise PackConfigError(f"{self.name}: cannot parse settings ({exc})") from None
-        values: dict[str, str] = {}
-        for n, word in enumerate(words, 1):
-            key, sep, value = word.partition("=")
-            key = key.strip()
-            if not sep or not key:
-                # The word itself is not echoed: it may be a secret typed without "token=".
-                raise PackConfigError(f"{self.name}: setting {n} is not in key=value form")
-            if key in values:
-                raise PackConfigError(f"{self.name}: {key} is given twice")
-            values[key] = value
-        return self.load_config(values)
 
     def load_config(self, data: Mapping[str, Any]) -> C:
         """Validate stored or parsed settings; errors name fields, never echo values."""

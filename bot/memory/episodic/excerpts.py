@@ -1,0 +1,110 @@
+"""From stored messages to index entries: one excerpt per turn.
+
+The indexing unit is a turn: what one person said (their message) and the bot's final reply to
+it, written with its date and speaker name ("Wednesday 14 January 2026 — Alice: ..."). In
+channels where people talk among themselves (the LoCoMo replay) a turn is just one message.
+Single turns measured best on LoCoMo (bench/locomo.py): wider windows match more questions per
+entry but spend more of the k result slots on neighbours.
+
+Left out: turns in which someone asked the bot to remember something personal (they belong to
+that person alone, and the fact lives in their fact store), tool calls and tool results (tool
+data, not what anyone said), and turns with nothing said.
+
+An entry's id is derived from its session and first message seq, so indexing the same messages
+again yields the same ids and the index keeps the first copy: never indexed twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from bot.keys import SessionKey
+from bot.memory.episodic.text import date_words
+from bot.memory.render import group_turns, is_private_turn
+from bot.stores.memory_index import MemoryEntry, place_id
+from bot.stores.records import StoredMessage
+
+REPLY_CHARS = 600  # of the bot's reply kept in an excerpt (the person's words are kept whole)
+TEXT_CHARS = 4000  # of a person's message kept in an excerpt
+BOT_NAME = "Bot"
+
+# Keys of a user message's `meta` written by the turn (see `message_meta`).
+META_SENT_AT = "sent_at"
+META_PRIVATE_PLACE = "private_place"
+
+
+def message_meta(*, sent_at: datetime | None, private_place: bool) -> dict[str, object]:
+    """What the indexer needs to know about a message beyond the store's own fields."""
+    meta: dict[str, object] = {}
+    if sent_at is not None:
+        moment = sent_at if sent_at.tzinfo else sent_at.replace(tzinfo=UTC)
+        meta[META_SENT_AT] = moment.astimezone(UTC).isoformat()
+    if private_place:
+        meta[META_PRIVATE_PLACE] = True
+    return meta
+
+
+def said_at(message: StoredMessage) -> datetime:
+    """When a message was said: the platform's date when the adapter gave one, else when it was
+    stored."""
+    raw = message.meta.get(META_SENT_AT)
+    if isinstance(raw, str):
+        try:
+            moment = datetime.fromisoformat(raw)
+            return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        except ValueError:
+            pass
+    created = message.created_at
+    return created if created.tzinfo else created.replace(tzinfo=UTC)
+
+
+def entry_id(session_id: str, seq: int) -> str:
+    return f"x:{session_id}#{seq}"
+
+
+def source_id(message: StoredMessage) -> str:
+    return f"{message.session}#{message.seq}"
+
+
+def excerpts(session: SessionKey, messages: Sequence[StoredMessage]) -> list[MemoryEntry]:
+    """Entries for the complete turns among `messages` (oldest first)."""
+    team = session.team_key.id
+    place = place_id(session.platform, session.team, session.channel)
+    out: list[MemoryEntry] = []
+    for group in group_turns(list(messages)):
+        if is_private_turn(group):
+            continue
+        said = [m for m in group if m.role == "user" and m.content.strip() and not m.from_tool]
+        if not said:
+            continue
+        replies = [
+            m for m in group if m.role == "assistant" and m.content.strip() and not m.tool_calls
+        ]
+        first = said[0]
+        when = said_at(first)
+        lines = [f"{date_words(when)}"]
+        for m in said:
+            lines.append(f"{m.name or _user_of(m.speaker)}: {m.content.strip()[:TEXT_CHARS]}")
+        if replies:
+            lines.append(f"{BOT_NAME}: {replies[-1].content.strip()[:REPLY_CHARS]}")
+        people = list(dict.fromkeys(m.speaker for m in said))
+        out.append(
+            MemoryEntry(
+                id=entry_id(session.id, first.seq),
+                kind="excerpt",
+                team=team,
+                place=place,
+                session=session.id,
+                private=any(bool(m.meta.get(META_PRIVATE_PLACE)) for m in said),
+                people=people,
+                source_ids=[source_id(m) for m in said],
+                text="\n".join(lines),
+                occurred_at=when,
+            )
+        )
+    return out
+
+
+def _user_of(person_id: str) -> str:
+    return person_id.rsplit(":", 1)[-1]

@@ -1,0 +1,145 @@
+"""Ranking the entries of one scope: BM25 over the terms, cosine over the vectors, fused by
+reciprocal rank. Pure and synchronous (callers run it where blocking is fine).
+
+`ScopeCorpus` holds one scope's entries with their postings and a vector matrix, updated
+incrementally as entries arrive (the retrieval cache keeps one per scope).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from bot.memory.episodic.text import terms
+from bot.stores.memory_index import MemoryEntry
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+RRF_K = 60
+
+
+@dataclass
+class Ranked:
+    entry: MemoryEntry
+    score: float  # fused score (higher is better)
+    lexical: float = 0.0  # share of the question's term weight this entry matched (0..1)
+    cosine: float | None = None
+
+
+@dataclass
+class ScopeCorpus:
+    entries: list[MemoryEntry] = field(default_factory=list)
+    _pos: dict[str, int] = field(default_factory=dict)
+    _tf: list[Counter[str]] = field(default_factory=list)
+    _len: list[int] = field(default_factory=list)
+    _postings: dict[str, dict[int, int]] = field(default_factory=dict)
+    _total_len: int = 0
+    _matrix: npt.NDArray[np.float32] | None = None
+    _matrix_rows: list[int] = field(default_factory=list)
+    _matrix_model: str | None = None
+    _matrix_dirty: bool = True
+
+    def __len__(self) -> int:
+        return len(self._pos)
+
+    def upsert(self, entry: MemoryEntry) -> None:
+        """Add an entry, or replace one with the same id (a re-embedded copy)."""
+        at = self._pos.get(entry.id)
+        if at is not None:
+            if self.entries[at].stamp == entry.stamp:
+                return  # the same version, handed out again (readers' cursor overlap)
+            if self.entries[at].text == entry.text:
+                self.entries[at] = entry  # same text: only the vector changed
+                self._matrix_dirty = True
+                return
+            self._remove_terms(at)
+            self.entries[at] = entry
+        else:
+            at = len(self.entries)
+            self._pos[entry.id] = at
+            self.entries.append(entry)
+            self._tf.append(Counter())
+            self._len.append(0)
+        tf = Counter(terms(entry.text))
+        self._tf[at], self._len[at] = tf, sum(tf.values())
+        self._total_len += self._len[at]
+        for term, n in tf.items():
+            self._postings.setdefault(term, {})[at] = n
+        self._matrix_dirty = True
+
+    def _remove_terms(self, at: int) -> None:
+        for term in self._tf[at]:
+            posting = self._postings.get(term)
+            if posting is not None:
+                posting.pop(at, None)
+        self._total_len -= self._len[at]
+
+    # --- lexical ------------------------------------------------------------------------------
+
+    def bm25(self, query: list[str]) -> tuple[dict[int, float], dict[int, float], dict[int, int]]:
+        """Per matching entry: BM25 score, share of the query's IDF mass it matched, and how
+        many distinct query terms it matched."""
+        n = len(self.entries)
+        if not n or not query:
+            return {}, {}, {}
+        avg = max(self._total_len / n, 1.0)
+        qtf = Counter(query)
+        scores: dict[int, float] = {}
+        matched: dict[int, float] = {}
+        distinct: dict[int, int] = {}
+        idf_total = 0.0
+        for term, q in qtf.items():
+            posting = self._postings.get(term, {})
+            # A term found nowhere weighs like the rarest term found (df 1) in the coverage:
+            # what the scope cannot match should lower relevance, not swamp it.
+            df = max(len(posting), 1)
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            idf_total += idf * q
+            for at, tf in posting.items():
+                norm = (
+                    tf
+                    * (BM25_K1 + 1)
+                    / (tf + BM25_K1 * (1 - BM25_B + BM25_B * self._len[at] / avg))
+                )
+                scores[at] = scores.get(at, 0.0) + idf * norm * q
+                matched[at] = matched.get(at, 0.0) + idf * q
+                distinct[at] = distinct.get(at, 0) + 1
+        if idf_total > 0:
+            matched = {at: m / idf_total for at, m in matched.items()}
+        return scores, matched, distinct
+
+    # --- dense --------------------------------------------------------------------------------
+
+    def cosines(self, query: npt.NDArray[np.float32], model: str) -> dict[int, float]:
+        """Cosine of the question with every entry embedded by `model` (others are skipped:
+        vectors of two models are never compared)."""
+        if self._matrix_dirty or self._matrix_model != model:
+            rows = [
+                i
+                for i, e in enumerate(self.entries)
+                if e.embedder == model and e.vector is not None
+            ]
+            self._matrix_rows = rows
+            self._matrix = (
+                np.asarray([self.entries[i].vector for i in rows], dtype=np.float32)
+                if rows
+                else None
+            )
+            self._matrix_model, self._matrix_dirty = model, False
+        if self._matrix is None or self._matrix.shape[1] != query.shape[-1]:
+            return {}
+        sims = self._matrix @ query.reshape(-1)
+        return {self._matrix_rows[i]: float(s) for i, s in enumerate(sims)}
+
+
+def fuse(*rankings: list[int]) -> dict[int, float]:
+    """Reciprocal-rank fusion: sum of 1 / (RRF_K + rank) over the rankings an item is in."""
+    fused: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, at in enumerate(ranking, start=1):
+            fused[at] = fused.get(at, 0.0) + 1.0 / (RRF_K + rank)
+    return fused
