@@ -5,6 +5,8 @@ it reads one message per line and prints one reply per message (so scripts can d
 starting with `/memory` or `/tools` run the slash commands; the person at the terminal runs the
 bot process, so they count as its admin for `/tools install|remove`. `--user` and `--channel`
 name who is speaking and where, so several people and places can be simulated in one script.
+A line `/attach PATH` attaches that file to the next message (several such lines attach several
+files); an empty line right after them sends the files on their own.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import sys
 from dataclasses import dataclass
 from typing import TextIO
 
+from adapters.console_files import AttachRefused, local_attachment
 from bot.core import BotCore, CommandRequest
-from bot.messages import IncomingMessage
+from bot.messages import Attachment, IncomingMessage
 
 PLATFORM = "console"
 TEAM = "local"
@@ -74,12 +77,22 @@ async def run_console(
     interactive = sys.stdin.isatty()
     if interactive and hasattr(sys.stdin, "reconfigure"):
         sys.stdin.reconfigure(errors="replace")
+    pending: list[Attachment] = []
     while True:
         line = await _read_line(interactive)
         if line is None:
             return 0
         text = line.strip()
-        if not text:
+        if text == "/attach" or text.startswith("/attach "):
+            try:
+                pending.append(local_attachment(text.removeprefix("/attach")))
+            except AttachRefused as exc:
+                out.write(f"{exc}\n")
+            else:
+                out.write(f"attached {pending[-1].name}; it goes with your next message\n")
+            out.flush()
+            continue
+        if not text and not pending:
             continue
         if text in ("/quit", "/exit"):
             return 0
@@ -100,5 +113,7 @@ async def run_console(
             text=text,
             user_name=user,
             is_dm=True,
+            attachments=tuple(pending),
         )
+        pending = []
         await core.handle_message(message, ConsoleSink(out=out, stream=interactive))

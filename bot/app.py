@@ -18,6 +18,8 @@ from typing import Any
 from bot.commands import CommandHandler
 from bot.config import Settings
 from bot.core import CommandReply, CommandRequest
+from bot.files.intake import FileLimits, too_many_files_reply
+from bot.files.vision import Vision
 from bot.keys import SessionKey
 from bot.memory.context import ContextBuilder
 from bot.memory.session import CompressionPolicy, SessionMemory, hot_key
@@ -85,6 +87,13 @@ class BotApp:
             builder=self.builder,
             max_rounds=settings.bot_max_tool_rounds,
             turn_timeout=settings.bot_turn_timeout,
+            file_limits=FileLimits(
+                max_files=settings.bot_max_files,
+                max_file_bytes=settings.bot_file_max_bytes,
+                max_total_bytes=settings.bot_files_max_total_bytes,
+                download_timeout=settings.bot_file_timeout,
+            ),
+            vision=Vision(settings.bot_vision, settings.bot_model),
         )
         self.commands = CommandHandler(
             store,
@@ -106,8 +115,13 @@ class BotApp:
     async def run_turn(self, message: IncomingMessage, sink: ReplySink) -> TurnResult | None:
         """Like handle_message, returning the turn's record (tests and benchmarks read it)."""
         message = clean_message(message)
-        if not message.text.strip():
+        if not message.text.strip() and not message.attachments:
             await sink.finish(EMPTY_MESSAGE_REPLY)
+            return None
+        if len(message.attachments) > self.settings.bot_max_files:
+            await sink.finish(
+                too_many_files_reply(len(message.attachments), self.settings.bot_max_files)
+            )
             return None
         if len(message.text) > MAX_MESSAGE_CHARS:
             cut = message.text[:MAX_MESSAGE_CHARS] + "\n…[message too long: the rest was cut]"

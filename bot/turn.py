@@ -16,6 +16,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bot.files.intake import FileLimits
+from bot.files.prepare import FileInput, prepare_files
+from bot.files.vision import Vision
 from bot.keys import SessionKey
 from bot.memory.context import ContextBuilder, MemoryView
 from bot.memory.prompts import FINAL_ANSWER_NOTE
@@ -28,6 +31,8 @@ from bot.stores.records import NewMessage
 from tools.types import ToolCallRecord, ToolCallRequest, ToolContext
 
 log = logging.getLogger(__name__)
+
+FILE_SHARE = 0.6  # of the current turn's room that shared files may fill
 
 EMPTY_REPLY = "I don't have an answer to that — could you rephrase?"
 TIMEOUT_REPLY = "Sorry, that took too long and I had to stop. Please try again."
@@ -96,6 +101,8 @@ class TurnRunner:
         builder: ContextBuilder,
         max_rounds: int,
         turn_timeout: float,
+        file_limits: FileLimits | None = None,
+        vision: Vision | None = None,
     ) -> None:
         self.model = model
         self.memory = memory
@@ -103,6 +110,8 @@ class TurnRunner:
         self.builder = builder
         self.max_rounds = max_rounds
         self.turn_timeout = turn_timeout
+        self.file_limits = file_limits or FileLimits()
+        self.vision = vision or Vision("off", "")
 
     async def run(self, msg: IncomingMessage, toolbox: Toolbox, sink: ReplySink) -> TurnResult:
         started = time.perf_counter()
@@ -154,13 +163,19 @@ class TurnRunner:
         hot = await self.memory.load(session)
         history = list(hot.tail)
         facts = await self.facts.list_facts(person)
+        schemas = toolbox.schemas()
+        tools_tokens = self.builder.counter.tools(schemas)
+        files = await self._files(msg, tools_tokens) if msg.attachments else None
+        meta: dict[str, Any] = {"message_id": msg.message_id} if msg.message_id else {}
+        if files is not None:
+            meta["files"] = files.records
         user_msg = NewMessage(
             role="user",
-            content=msg.text,
+            content=files.stored_text(msg.text) if files else msg.text,
             speaker=person.id,
             turn_id=turn_id,
             name=msg.user_name,
-            meta={"message_id": msg.message_id} if msg.message_id else {},
+            meta=meta,
         )
         await self.memory.append(session, hot, [user_msg])
         view = MemoryView(
@@ -170,9 +185,8 @@ class TurnRunner:
             history=history,
             speaker=person.id,
         )
-        current: list[dict[str, Any]] = [{"role": "user", "content": msg.text}]
-        schemas = toolbox.schemas()
-        tools_tokens = self.builder.counter.tools(schemas)
+        content = files.content(msg.text) if files else msg.text
+        current: list[dict[str, Any]] = [{"role": "user", "content": content}]
         ctx = ToolContext(
             session_id=session.id,
             speaker_id=person.id,
@@ -189,26 +203,39 @@ class TurnRunner:
             built = self.builder.build(view, current, tools_tokens=tools_tokens)
             result.request_tokens.append(built.tokens)
             result.rounds = round_no
-            try:
-                response = await self.model.complete(
-                    built.messages,
-                    tools=schemas or None,
-                    tool_choice="none" if final_round and schemas else None,
-                    on_delta=sink.delta,
-                    max_tokens=self.builder.reply_tokens,
-                )
-            except ModelError as err:
-                if err.kind != "bad_request" or not schemas or round_no > 1:
-                    raise
-                # Some OpenAI-compatible servers/models reject function tools outright: answer
-                # without them rather than not at all (the model cannot remember or look up).
-                log.warning("model_rejected_tools", extra={"fields": {"turn_id": turn_id}})
-                schemas, tools_tokens = [], 0
-                built = self.builder.build(view, current, tools_tokens=0)
-                result.request_tokens[-1] = built.tokens
-                response = await self.model.complete(
-                    built.messages, on_delta=sink.delta, max_tokens=self.builder.reply_tokens
-                )
+            while True:
+                try:
+                    response = await self.model.complete(
+                        built.messages,
+                        tools=schemas or None,
+                        tool_choice="none" if final_round and schemas else None,
+                        on_delta=sink.delta,
+                        max_tokens=self.builder.reply_tokens,
+                    )
+                    break
+                except ModelError as err:
+                    if err.kind != "bad_request" or round_no > 1:
+                        raise
+                    if (
+                        files is not None
+                        and files.images
+                        and current[0]["content"]
+                        != (text_only := files.content(msg.text, with_images=False))
+                    ):
+                        # A server that takes no image parts: the images become a note saying
+                        # so, and (BOT_VISION=auto) this process stops sending them.
+                        log.warning("model_rejected_images", extra={"fields": {"turn_id": turn_id}})
+                        self.vision.refused()
+                        current[0] = {"role": "user", "content": text_only}
+                    elif schemas:
+                        # Some OpenAI-compatible servers/models reject function tools outright:
+                        # answer without them rather than not at all.
+                        log.warning("model_rejected_tools", extra={"fields": {"turn_id": turn_id}})
+                        schemas, tools_tokens = [], 0
+                    else:
+                        raise
+                    built = self.builder.build(view, current, tools_tokens=tools_tokens)
+                    result.request_tokens[-1] = built.tokens
             if response.tool_calls and not final_round:
                 await self._tool_round(session, hot, response, toolbox, ctx, current, result)
                 continue
@@ -231,6 +258,19 @@ class TurnRunner:
             result.outcome = "max_rounds" if final_round else "answer"
             break
         result.needs_compression = self.memory.needs_compression(hot)
+
+    async def _files(self, msg: IncomingMessage, tools_tokens: int) -> FileInput:
+        """The message's files fitted into a share of this turn's room (the rest is for the
+        person's text, and for tool rounds)."""
+        counter = self.builder.counter
+        share = int(self.builder.current_cap(tools_tokens) * FILE_SHARE) - counter.count(msg.text)
+        return await prepare_files(
+            msg.attachments,
+            counter=counter,
+            limits=self.file_limits,
+            share_tokens=max(share, 0),
+            vision=self.vision.enabled,
+        )
 
     async def _tool_round(
         self,
