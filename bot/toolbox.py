@@ -88,10 +88,16 @@ class Toolbox:
     def notes(self) -> list[str]:
         return list(self._notes)
 
-    async def run(self, calls: list[ToolCallRequest], ctx: ToolContext) -> list[ToolCallRecord]:
+    def call_allowance(self, prior_calls: int) -> int:
+        """Calls of the next model response that will run (see `ExecutorConfig.allowance`)."""
+        return self.executor.config.allowance(prior_calls)
+
+    async def run(
+        self, calls: list[ToolCallRequest], ctx: ToolContext, *, prior_calls: int = 0
+    ) -> list[ToolCallRecord]:
         if self.offered is not None:
             self.offered |= {c.name for c in calls if c.name in self.registry}
-        return await self.executor.execute(calls, ctx, self.registry)
+        return await self.executor.execute(calls, ctx, self.registry, prior_calls=prior_calls)
 
 
 class ToolboxFactory:
@@ -125,6 +131,10 @@ class ToolboxFactory:
         self._audit_tasks: set[asyncio.Task[None]] = set()
         self.breakers = BreakerBoard()
         self.breakers.add_listener(self._breaker_changed)
+        config = config or ExecutorConfig(
+            max_calls_per_round=settings.bot_max_tool_calls_per_round,
+            max_calls_per_turn=settings.bot_max_tool_calls,
+        )
         self.executor = ToolExecutor(
             config, idempotency=cache, on_record=self._record, breakers=self.breakers
         )
