@@ -55,11 +55,11 @@ async def test_tools_install_by_admin_or_owner(slack: SlackHarness, echo_core: E
 async def test_slow_command_acks_at_once_and_answers_via_response_url(
     start_harness: StartHarness,
 ) -> None:
-    core = EchoCore(command_delay=0.5)
+    core = EchoCore(command_delay=3.5)  # past Slack's 3 s: only an early ack passes
     slack = await start_harness(core, command_inline_seconds=0.1)
     started = time.perf_counter()
     resp = await slack.command("/memory", "forget all")
-    assert resp.status == 200 and time.perf_counter() - started < 0.4
+    assert resp.status == 200 and time.perf_counter() - started < 3.0
     assert (await resp.read()) == b""
     await slack.fake.wait_for(lambda: bool(slack.fake.responses))
     [answer] = slack.fake.responses
