@@ -15,6 +15,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from bot import tracing
 from bot.commands import CommandHandler
 from bot.config import Settings
 from bot.core import CommandReply, CommandRequest
@@ -31,6 +32,7 @@ from bot.model import ModelClient, ModelError
 from bot.ratelimit import Rate, TurnLimiter
 from bot.stores.factory import open_cache, open_store
 from bot.stores.protocols import Cache, LockTimeout, Store, StoreUnavailable
+from bot.text import clean_message, clean_request
 from bot.tokens import TokenCounter
 from bot.toolbox import ToolboxFactory, pack_catalog
 from bot.turn import STORE_DOWN_REPLY, Model, TurnResult, TurnRunner
@@ -134,6 +136,7 @@ class BotApp:
 
     async def run_turn(self, message: IncomingMessage, sink: ReplySink) -> TurnResult | None:
         """Like handle_message, returning the turn's record (tests and benchmarks read it)."""
+        message = clean_message(message)
         if not message.text.strip() and not message.attachments:
             await sink.finish(EMPTY_MESSAGE_REPLY)
             return None
@@ -171,7 +174,7 @@ class BotApp:
         return result
 
     async def handle_command(self, request: CommandRequest) -> CommandReply:
-        return await self.commands.handle(request)
+        return await self.commands.handle(clean_request(request))
 
     async def in_conversation(self, session: SessionKey) -> bool:
         try:
@@ -298,6 +301,10 @@ async def build_app(settings: Settings, *, cache: Cache | None = None) -> BotApp
     """Open the stores and the model client from settings (every command and test builds the
     app here). `cache`: an already-open cache to use instead of the one the settings name."""
     api_key = settings.require_openai_key()
+    try:
+        tracing.configure(settings.bot_tracing)
+    except tracing.TracingUnavailable as exc:
+        raise StartupError(str(exc)) from None
     try:
         store = await open_store(
             mongodb_uri=settings.mongodb_uri,
