@@ -20,6 +20,7 @@ from bot.config import Settings
 from bot.core import CommandReply, CommandRequest
 from bot.keys import SessionKey
 from bot.memory.context import ContextBuilder
+from bot.memory.episodic.service import RECALL_SHARE, EpisodicMemory, open_episodic
 from bot.memory.session import CompressionPolicy, SessionMemory, hot_key
 from bot.messages import IncomingMessage, ReplySink
 from bot.metered import MeteredModel, record_turn
@@ -59,8 +60,10 @@ class BotApp:
         cache: Cache,
         model: Model,
         summary_model: Model | None = None,
+        episodic: EpisodicMemory | None = None,
     ) -> None:
         self.settings = settings
+        self.episodic = episodic  # long-term episodic memory; None: the turn recalls nothing
         self.store = store
         self.cache = cache
         self.model = model
@@ -68,7 +71,10 @@ class BotApp:
         self.counter = TokenCounter(settings.bot_model)
         budget = settings.bot_context_tokens
         reply_tokens = min(settings.bot_reply_tokens, budget // 4)
-        self.builder = ContextBuilder(self.counter, budget=budget, reply_tokens=reply_tokens)
+        recall_tokens = int(budget * RECALL_SHARE) if episodic is not None else 0
+        self.builder = ContextBuilder(
+            self.counter, budget=budget, reply_tokens=reply_tokens, recall_tokens=recall_tokens
+        )
         self.memory = SessionMemory(
             store,
             cache,
@@ -84,6 +90,7 @@ class BotApp:
             builder=self.builder,
             max_rounds=settings.bot_max_tool_rounds,
             turn_timeout=settings.bot_turn_timeout,
+            recall=episodic.recall if episodic is not None else None,
         )
         self.commands = CommandHandler(
             store,
@@ -122,6 +129,8 @@ class BotApp:
                     await sink.finish(STORE_DOWN_REPLY, error=True)
                     return None
                 result = await self.runner.run(message, toolbox, sink)
+                if self.episodic is not None:
+                    self.episodic.after_turn(session)
                 record_turn(message.platform, result, set(toolbox.registry.names()))
         except LockTimeout:
             await sink.finish(BUSY_REPLY, error=True)
@@ -165,6 +174,8 @@ class BotApp:
         await self.model.close()
         if self.summary_model is not self.model:
             await self.summary_model.close()
+        if self.episodic is not None:
+            await self.episodic.close()
         await self.cache.close()
         await self.store.close()
 
@@ -244,9 +255,12 @@ class BotApp:
             await self.cache.delete(hot_key(session_id))
 
 
-async def build_app(settings: Settings, *, cache: Cache | None = None) -> BotApp:
+async def build_app(
+    settings: Settings, *, cache: Cache | None = None, episodic: bool = True
+) -> BotApp:
     """Open the stores and the model client from settings (every command and test builds the
-    app here). `cache`: an already-open cache to use instead of the one the settings name."""
+    app here). `cache`: an already-open cache to use instead of the one the settings name.
+    `episodic=False` leaves long-term episodic memory out (tests of other parts)."""
     api_key = settings.require_openai_key()
     try:
         store = await open_store(
@@ -269,4 +283,20 @@ async def build_app(settings: Settings, *, cache: Cache | None = None) -> BotApp
         timeout=settings.bot_model_timeout,
         max_retries=settings.bot_model_retries,
     )
-    return BotApp(settings, store=store, cache=cache, model=model)
+    if not episodic:
+        return BotApp(settings, store=store, cache=cache, model=model)
+    try:
+        memory = await open_episodic(
+            store,
+            data_dir=settings.bot_data_dir,
+            counter=TokenCounter(settings.bot_model),
+            embedding_model=settings.bot_embedding_model,
+            api_key=api_key,
+            base_url=settings.openai_base_url,
+        )
+    except Exception as exc:
+        await cache.close()
+        await store.close()
+        raise StartupError(f"cannot open the long-term memory: {exc}") from None
+    await memory.start()  # indexes what a crash left unindexed, in the background
+    return BotApp(settings, store=store, cache=cache, model=model, episodic=memory)

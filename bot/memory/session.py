@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from bot.keys import SessionKey
 from bot.memory.prompts import SUMMARY_SCHEMA, SUMMARY_SYSTEM
-from bot.memory.render import group_turns, is_private_turn, transcript_line
+from bot.memory.render import RECALLED_TOKENS, group_turns, is_private_turn, transcript_line
 from bot.stores.protocols import Cache, Store
 from bot.stores.records import NewMessage, PinnedFact, SessionState, StoredMessage
 from bot.tokens import TokenCounter
@@ -31,6 +31,13 @@ log = logging.getLogger(__name__)
 TAIL_LIMIT = 160  # most unsummarised messages kept hot / loaded per turn
 FOLD_SCAN = 120  # most messages read for one summarisation
 MAX_PINNED = 30
+
+
+def context_tokens(m: StoredMessage) -> int:
+    """About what a stored message takes in the context: its content, the memories recalled
+    with it (they stay with it in the history), and the message overhead."""
+    recalled = m.meta.get(RECALLED_TOKENS)
+    return m.tokens + 4 + (recalled + 4 if isinstance(recalled, int) and recalled > 0 else 0)
 
 
 def hot_key(session_id: str) -> str:
@@ -141,7 +148,7 @@ class SessionMemory:
             return True  # a backlog older than the hot tail is waiting to be folded
         if len(tail) > self.policy.max_messages:
             return True
-        return sum(m.tokens + 4 for m in tail) > self.policy.max_tokens
+        return sum(context_tokens(m) for m in tail) > self.policy.max_tokens
 
     def _keep_from_seq(self, tail: list[StoredMessage]) -> int:
         """First seq of the newest whole turns kept raw (about `keep_tokens` of them)."""
@@ -149,7 +156,7 @@ class SessionMemory:
         kept_tokens = 0
         keep_from = len(groups)
         for i in range(len(groups) - 1, -1, -1):
-            cost = sum(m.tokens + 4 for m in groups[i])
+            cost = sum(context_tokens(m) for m in groups[i])
             if kept_tokens + cost > self.policy.keep_tokens and keep_from < len(groups):
                 break
             kept_tokens += cost

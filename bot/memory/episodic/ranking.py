@@ -20,6 +20,7 @@ from bot.stores.memory_index import MemoryEntry
 BM25_K1 = 1.2
 BM25_B = 0.75
 RRF_K = 60
+LEXICAL_CONTEXT = True  # the context (previous message) counts in BM25 too
 
 
 @dataclass
@@ -65,6 +66,8 @@ class ScopeCorpus:
             self._tf.append(Counter())
             self._len.append(0)
         tf = Counter(terms(entry.text))
+        if LEXICAL_CONTEXT and entry.context:
+            tf.update(terms(entry.context))
         self._tf[at], self._len[at] = tf, sum(tf.values())
         self._total_len += self._len[at]
         for term, n in tf.items():
