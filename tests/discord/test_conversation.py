@@ -172,3 +172,20 @@ async def test_a_429_on_send_gives_one_reply_not_two(
     posts = fake_discord.calls_to("POST", rf"/channels/{dm}/messages$")
     assert [c.status for c in posts] == [429, 200]  # discord.py waited and retried once
     assert [m["content"] for m in fake_discord.bot_messages(dm)] == ["ok: rate limited"]
+
+
+async def test_shutdown_lets_an_answer_in_flight_finish(
+    fake_discord: FakeDiscord, start_discord: StartDiscord
+) -> None:
+    from tests.slack.echo_core import EchoCore
+
+    ada = fake_discord.add_user("Ada")
+    dm = fake_discord.dm_channel(ada)
+    core = EchoCore(delay=1.0)
+    h = await start_discord(core)
+    await fake_discord.user_says(dm, ada, "slow one")
+    await fake_discord.wait_for(lambda: bool(core.messages))  # the turn has started
+    h.stop.set()  # what SIGTERM does
+    await h.task
+    assert [m["content"] for m in fake_discord.bot_messages(dm)] == ["echo: slow one"]
+    assert fake_discord.connected == 0

@@ -147,6 +147,8 @@ class FakeDiscord:
         self.interactions: dict[str, Interaction] = {}
         self.nonces: dict[tuple[str, str], str] = {}  # (channel, nonce) -> message id
         self.faults: list[Fault] = []
+        self.files: dict[str, bytes] = {}  # attachment id -> bytes (the CDN)
+        self.cdn_requests = 0
         self.close_on_identify: int | None = None
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -165,6 +167,7 @@ class FakeDiscord:
     async def start(self) -> FakeDiscord:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/attachments/{id}/{name}", self._cdn)
         app.router.add_route("*", API_PREFIX + "/{path:.*}", self._rest)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
@@ -295,6 +298,29 @@ class FakeDiscord:
         """Answer the next `times` requests matching `method` and the path regex with `status`
         (a rate limit with `retry_after` by default); nothing they asked for happens."""
         self.faults.append(Fault(method, re.compile(pattern), status, retry_after, times))
+
+    def attachment(
+        self, name: str, data: bytes, content_type: str = "text/plain"
+    ) -> dict[str, Any]:
+        """An uploaded file, as MESSAGE_CREATE describes it; its bytes are served by the CDN."""
+        file_id = snowflake()
+        self.files[file_id] = data
+        url = f"http://127.0.0.1:{self.port}/attachments/{file_id}/{name}"
+        return {
+            "id": file_id,
+            "filename": name,
+            "size": len(data),
+            "content_type": content_type,
+            "url": url,
+            "proxy_url": url,
+        }
+
+    async def _cdn(self, request: web.Request) -> web.Response:
+        self.cdn_requests += 1
+        data = self.files.get(request.match_info["id"])
+        if data is None:
+            return web.Response(status=404)
+        return web.Response(body=data, content_type="application/octet-stream")
 
     # --- what users do ----------------------------------------------------------------------
 
