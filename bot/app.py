@@ -99,6 +99,7 @@ class BotApp:
             on_erased=self._forget_hot,
             box=self.toolboxes.box,
             lock_session=self._session_turn,
+            forget_memories=episodic.forget_person if episodic is not None else None,
         )
         self.session_locks: KeyLocks[str] = KeyLocks()  # in-process, by session id
         self._bg = _Background(set(), {}, {})

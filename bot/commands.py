@@ -70,7 +70,9 @@ class CommandHandler:
         on_erased: Callable[[list[str]], Awaitable[None]] | None = None,
         box: SecretBox | None = None,
         lock_session: Callable[[SessionKey], AbstractAsyncContextManager[None]] | None = None,
+        forget_memories: Callable[[PersonKey], Awaitable[int]] | None = None,
     ) -> None:
+        self.forget_memories = forget_memories  # long-term episodic entries drawn from a person
         self.store = store
         self.catalog = catalog
         self.admins = admins
@@ -153,6 +155,8 @@ class CommandHandler:
                     summaries += await self._scrub_session(key, person)
                     if self.on_erased is not None:
                         await self.on_erased([session_id])
+        if self.forget_memories is not None:
+            await self.forget_memories(person)
         await self.store.compact()
         log.info(
             "memory_erased",

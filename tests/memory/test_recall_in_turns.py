@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from bot.app import BotApp
+from bot.keys import PersonKey
 from bot.messages import CollectingSink, IncomingMessage
 from tests.conftest import MakeApp
 from tests.fakes.openai_server import FakeOpenAI
@@ -153,3 +154,18 @@ async def test_a_private_channel_keeps_its_memories(app: BotApp, fake_openai: Fa
     dm = await turn(app, fake_openai, msg(ask, user="UALICE", channel="DALICE", dm=True))
     elsewhere = await turn(app, fake_openai, msg(ask, user="UALICE", channel="COPS"))
     assert "40k" not in recalled(dm) + recalled(elsewhere)
+
+
+async def test_forget_all_erases_what_was_drawn_from_the_person(
+    app: BotApp, fake_openai: FakeOpenAI
+) -> None:
+    from bot.core import CommandRequest
+
+    reply = await app.handle_command(
+        CommandRequest("slack", "T1", "COPS", "UALICE", "memory", "forget all")
+    )
+    assert reply.ok
+    sent = await turn(app, fake_openai, msg(QUESTION, user="UCAROL", channel="COPS", thread="3.3"))
+    assert "Ferreira" not in recalled(sent)
+    assert app.episodic is not None
+    assert await app.episodic.index.entries_of_person(PersonKey("slack", "T1", "UALICE")) == []
