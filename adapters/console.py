@@ -8,6 +8,8 @@ name who is speaking and where, so several people and places can be simulated in
 Without `--channel` the conversation is a DM between that person and the bot (`dm-<user>`);
 with it, a channel (`--private` for a private one). `--at` dates the messages (for replaying
 conversations that happened earlier).
+A line `/attach PATH` attaches that file to the next message (several such lines attach several
+files); an empty line right after them sends the files on their own.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TextIO
 
+from adapters.console_files import AttachRefused, local_attachment
 from bot.core import BotCore, CommandRequest
-from bot.messages import IncomingMessage
+from bot.messages import Attachment, IncomingMessage
 
 PLATFORM = "console"
 TEAM = "local"
@@ -87,12 +90,22 @@ async def run_console(
     interactive = sys.stdin.isatty()
     if interactive and hasattr(sys.stdin, "reconfigure"):
         sys.stdin.reconfigure(errors="replace")
+    pending: list[Attachment] = []
     while True:
         line = await _read_line(interactive)
         if line is None:
             return 0
         text = line.strip()
-        if not text:
+        if text == "/attach" or text.startswith("/attach "):
+            try:
+                pending.append(local_attachment(text.removeprefix("/attach")))
+            except AttachRefused as exc:
+                out.write(f"{exc}\n")
+            else:
+                out.write(f"attached {pending[-1].name}; it goes with your next message\n")
+            out.flush()
+            continue
+        if not text and not pending:
             continue
         if text in ("/quit", "/exit"):
             return 0
@@ -115,5 +128,7 @@ async def run_console(
             is_dm=is_dm,
             is_private=private and not is_dm,
             sent_at=sent_at,
+            attachments=tuple(pending),
         )
+        pending = []
         await core.handle_message(message, ConsoleSink(out=out, stream=interactive))

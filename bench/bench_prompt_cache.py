@@ -10,8 +10,7 @@ memory on, memories recalled for each message sit after the history, next to the
 
 For each chat request: the tokens of its leading messages identical to the previous request's
 (the system prompt, memory note and history stay put between summary folds), over all its input
-tokens. Printed: that share over the whole conversation, and the recalls made. Turns are taken
-as spaced out as people's messages are (a summary retry is not held back by its 30 s delay).
+tokens. Printed: that share over the whole conversation, and the recalls made.
 
 Run: python -m bench.bench_prompt_cache --data ../shared/data/locomo/locomo_dev.json
      [--turns 300] [--embedder none|local]
@@ -30,11 +29,12 @@ from typing import Any
 from bot.app import BotApp
 from bot.config import Settings
 from bot.memory.episodic.service import HEADER, open_episodic
-from bot.messages import CollectingSink, IncomingMessage
+from bot.messages import IncomingMessage
 from bot.model import ModelResponse
 from bot.stores.memory_cache import MemoryCache
 from bot.stores.sqlite import SqliteStore
 from bot.tokens import TokenCounter
+from tests.helpers import CollectingSink
 
 MODEL = "gpt-4o-mini"
 # A reply of a usual length for a chat assistant (about 80 tokens), quoting the message.
@@ -119,9 +119,6 @@ async def run(turns: list[tuple[str, str]], *, episodic: bool, embedder: str) ->
                 )
                 await app.handle_message(message, CollectingSink())
                 await app.drain(within=30)
-                # People take longer than SUMMARY_RETRY_AFTER between messages: a summary that
-                # had nothing to fold yet may be tried again at the next turn.
-                app._bg.retry_at.clear()
                 if memory is not None:
                     await memory.idle(30)
             recalls = sum(

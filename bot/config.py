@@ -7,7 +7,7 @@ line naming the variable, which the CLI prints instead of a traceback.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -35,6 +35,13 @@ class Settings(BaseSettings):
     bot_turn_timeout: float = Field(default=120.0, gt=0)
     bot_max_tool_rounds: int = Field(default=5, ge=1, le=20)
     bot_reply_tokens: int = Field(default=1024, ge=64)
+
+    # Files people share (bot.files): count, size and time limits; images as image parts.
+    bot_max_files: int = Field(default=5, ge=1, le=50)
+    bot_vision: Literal["auto", "on", "off"] = "auto"
+    bot_file_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1024, le=512 * 1024 * 1024)
+    bot_files_max_total_bytes: int = Field(default=25 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
+    bot_file_timeout: float = Field(default=20.0, gt=0, le=600)
 
     mongodb_uri: str | None = None
     mongodb_db: str = "bot"
@@ -158,6 +165,11 @@ class Settings(BaseSettings):
         if value is not None:
             fernet_key(value.get_secret_value())  # ValueError names no value
         return value
+
+    @field_validator("bot_vision", mode="before")
+    @classmethod
+    def _vision(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @property
     def admin_ids(self) -> frozenset[str]:

@@ -26,6 +26,8 @@ from typing import Any
 
 import tiktoken
 
+from bot.files.image_cost import part_tokens
+
 log = logging.getLogger(__name__)
 
 FALLBACK_ENCODING = "o200k_base"
@@ -106,6 +108,12 @@ class TokenCounter:
         content = message.get("content")
         if isinstance(content, str):
             total += self.count(content)
+        elif isinstance(content, list):  # content parts: text, and images at their own cost
+            for part in content:
+                if part.get("type") == "text":
+                    total += self.count(str(part.get("text", "")))
+                elif part.get("type") == "image_url":
+                    total += part_tokens(part)
         for call in message.get("tool_calls") or ():
             function = call.get("function", {})
             total += self.count(function.get("name", "")) + self.count(

@@ -17,6 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bot.files.intake import FileLimits
+from bot.files.prepare import FileInput, prepare_files
+from bot.files.vision import Vision
 from bot.keys import SessionKey
 from bot.memory.context import ContextBuilder, MemoryView
 from bot.memory.episodic.excerpts import message_meta
@@ -36,6 +39,8 @@ from bot.stores.records import NewMessage, StoredMessage
 from tools.types import ToolCallRecord, ToolCallRequest, ToolContext
 
 log = logging.getLogger(__name__)
+
+FILE_SHARE = 0.6  # of the current turn's room that shared files may fill
 
 EMPTY_REPLY = "I don't have an answer to that — could you rephrase?"
 TIMEOUT_REPLY = "Sorry, that took too long and I had to stop. Please try again."
@@ -114,6 +119,8 @@ class TurnRunner:
         builder: ContextBuilder,
         max_rounds: int,
         turn_timeout: float,
+        file_limits: FileLimits | None = None,
+        vision: Vision | None = None,
         recall: Recall | None = None,
     ) -> None:
         self.recall = recall
@@ -123,6 +130,8 @@ class TurnRunner:
         self.builder = builder
         self.max_rounds = max_rounds
         self.turn_timeout = turn_timeout
+        self.file_limits = file_limits or FileLimits()
+        self.vision = vision or Vision("off", "")
 
     async def run(self, msg: IncomingMessage, toolbox: Toolbox, sink: ReplySink) -> TurnResult:
         started = time.perf_counter()
@@ -177,7 +186,13 @@ class TurnRunner:
         recalled = Recalled()
         if self.recall is not None:
             recalled = await self.recall(msg, history, self.builder.recall_tokens)
-        meta = message_meta(sent_at=msg.sent_at, private_place=msg.is_private or msg.is_dm)
+        schemas = toolbox.schemas()
+        tools_tokens = self.builder.counter.tools(schemas)
+        files = await self._files(msg, tools_tokens) if msg.attachments else None
+        meta: dict[str, Any] = {"message_id": msg.message_id} if msg.message_id else {}
+        if files is not None:
+            meta["files"] = files.records
+        meta.update(message_meta(sent_at=msg.sent_at, private_place=msg.is_private or msg.is_dm))
         if recalled.text:
             meta.update(
                 {
@@ -189,11 +204,11 @@ class TurnRunner:
             )
         user_msg = NewMessage(
             role="user",
-            content=msg.text,
+            content=files.stored_text(msg.text) if files else msg.text,
             speaker=person.id,
             turn_id=turn_id,
             name=msg.user_name,
-            meta={"message_id": msg.message_id, **meta} if msg.message_id else meta,
+            meta=meta,
         )
         await self.memory.append(session, hot, [user_msg])
         view = MemoryView(
@@ -204,9 +219,8 @@ class TurnRunner:
             speaker=person.id,
             recalled=recalled.text,
         )
-        current: list[dict[str, Any]] = [{"role": "user", "content": msg.text}]
-        schemas = toolbox.schemas()
-        tools_tokens = self.builder.counter.tools(schemas)
+        content = files.content(msg.text) if files else msg.text
+        current: list[dict[str, Any]] = [{"role": "user", "content": content}]
         ctx = ToolContext(
             session_id=session.id,
             speaker_id=person.id,
@@ -223,26 +237,39 @@ class TurnRunner:
             built = self.builder.build(view, current, tools_tokens=tools_tokens)
             result.request_tokens.append(built.tokens)
             result.rounds = round_no
-            try:
-                response = await self.model.complete(
-                    built.messages,
-                    tools=schemas or None,
-                    tool_choice="none" if final_round and schemas else None,
-                    on_delta=sink.delta,
-                    max_tokens=self.builder.reply_tokens,
-                )
-            except ModelError as err:
-                if err.kind != "bad_request" or not schemas or round_no > 1:
-                    raise
-                # Some OpenAI-compatible servers/models reject function tools outright: answer
-                # without them rather than not at all (the model cannot remember or look up).
-                log.warning("model_rejected_tools", extra={"fields": {"turn_id": turn_id}})
-                schemas, tools_tokens = [], 0
-                built = self.builder.build(view, current, tools_tokens=0)
-                result.request_tokens[-1] = built.tokens
-                response = await self.model.complete(
-                    built.messages, on_delta=sink.delta, max_tokens=self.builder.reply_tokens
-                )
+            while True:
+                try:
+                    response = await self.model.complete(
+                        built.messages,
+                        tools=schemas or None,
+                        tool_choice="none" if final_round and schemas else None,
+                        on_delta=sink.delta,
+                        max_tokens=self.builder.reply_tokens,
+                    )
+                    break
+                except ModelError as err:
+                    if err.kind != "bad_request" or round_no > 1:
+                        raise
+                    if (
+                        files is not None
+                        and files.images
+                        and current[0]["content"]
+                        != (text_only := files.content(msg.text, with_images=False))
+                    ):
+                        # A server that takes no image parts: the images become a note saying
+                        # so, and (BOT_VISION=auto) this process stops sending them.
+                        log.warning("model_rejected_images", extra={"fields": {"turn_id": turn_id}})
+                        self.vision.refused()
+                        current[0] = {"role": "user", "content": text_only}
+                    elif schemas:
+                        # Some OpenAI-compatible servers/models reject function tools outright:
+                        # answer without them rather than not at all.
+                        log.warning("model_rejected_tools", extra={"fields": {"turn_id": turn_id}})
+                        schemas, tools_tokens = [], 0
+                    else:
+                        raise
+                    built = self.builder.build(view, current, tools_tokens=tools_tokens)
+                    result.request_tokens[-1] = built.tokens
             if response.tool_calls and not final_round:
                 await self._tool_round(session, hot, response, toolbox, ctx, current, result)
                 continue
@@ -264,7 +291,22 @@ class TurnRunner:
             result.reply = reply
             result.outcome = "max_rounds" if final_round else "answer"
             break
-        result.needs_compression = self.memory.needs_compression(hot)
+        result.needs_compression = self.memory.needs_compression(hot) and self.memory.summary_due(
+            hot.state
+        )
+
+    async def _files(self, msg: IncomingMessage, tools_tokens: int) -> FileInput:
+        """The message's files fitted into a share of this turn's room (the rest is for the
+        person's text, and for tool rounds)."""
+        counter = self.builder.counter
+        share = int(self.builder.current_cap(tools_tokens) * FILE_SHARE) - counter.count(msg.text)
+        return await prepare_files(
+            msg.attachments,
+            counter=counter,
+            limits=self.file_limits,
+            share_tokens=max(share, 0),
+            vision=self.vision.enabled,
+        )
 
     async def _tool_round(
         self,

@@ -79,6 +79,15 @@ class ContextBuilder:
         """Tokens the request (messages + tools) may use; the rest is the reply allowance."""
         return self.budget - self.reply_tokens
 
+    def _available(self, tools_tokens: int) -> int:
+        return self.prompt_budget - tools_tokens - REPLY_PRIMER - self._system_tokens
+
+    def current_cap(self, tools_tokens: int) -> int:
+        """Tokens this turn's own messages may use before they are shrunk (files are fitted to a
+        share of it up front, see `bot.files`)."""
+        available = self._available(tools_tokens)
+        return max(available // 2, available - 400)
+
     def build(
         self,
         view: MemoryView,
@@ -87,10 +96,10 @@ class ContextBuilder:
         tools_tokens: int,
     ) -> BuiltContext:
         count = self.counter.message
-        available = self.prompt_budget - tools_tokens - REPLY_PRIMER - self._system_tokens
+        available = self._available(tools_tokens)
         notes: list[str] = []
 
-        current = self._fit_current(current, max(available // 2, available - 400), notes)
+        current = self._fit_current(current, self.current_cap(tools_tokens), notes)
         available -= sum(count(m) for m in current)
         recalled: dict[str, Any] | None = None
         if self.recall_tokens:
@@ -211,15 +220,22 @@ class ContextBuilder:
         for i, m in enumerate(out):
             if total <= cap:
                 break
-            if m["role"] == "user" and isinstance(m.get("content"), str):
+            if m["role"] == "user" and isinstance(m.get("content"), (str, list)):
                 size = count(m)
                 target = max(32, size - (total - cap) - 16)
-                out[i]["content"] = (
-                    self.counter.truncate(m["content"], target) + " …[message too long, cut]"
-                )
+                out[i]["content"] = self._cut_user(m["content"], target)
                 total = total - size + count(out[i])
                 notes.append("user message cut to fit")
         return out
+
+    def _cut_user(self, content: str | list[dict[str, Any]], target: int) -> Any:
+        """The user's text cut to about `target` tokens (with image parts, their text part)."""
+        if isinstance(content, str):
+            return self.counter.truncate(content, target) + " …[message too long, cut]"
+        images = sum(self.counter.message({"content": [p]}) - 4 for p in content[1:])
+        text = str(content[0].get("text", "")) if content else ""
+        cut = self.counter.truncate(text, max(target - images, 32)) + " …[message too long, cut]"
+        return [{"type": "text", "text": cut}, *content[1:]]
 
     def _shrink_call_arguments(
         self, out: list[dict[str, Any]], total: int, cap: int, notes: list[str]

@@ -302,6 +302,7 @@ class FakeOpenAI:
     `latency`: seconds added before every chat answer; `chunk_delay`: between SSE chunks.
     `models_endpoint=False` makes GET /models 404 (servers without it).
     `stream_options="honour" | "ignore" | "reject"`: how `stream_options.include_usage` is met.
+    `text_only_models`: models that, like OpenAI's text-only ones, answer 400 to `image_url` parts.
     """
 
     brain: Brain = default_brain
@@ -312,6 +313,7 @@ class FakeOpenAI:
     models: tuple[str, ...] = ("gpt-4o-mini", "fake-model")
     models_endpoint: bool = True
     stream_options: str = "honour"
+    text_only_models: tuple[str, ...] = ("gpt-3.5-turbo", "text-only-model")
     host: str = "127.0.0.1"
     port: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -496,6 +498,9 @@ class FakeOpenAI:
                 Status(400, message="Unrecognized request argument supplied: stream_options"),
                 None,
             )
+        refused = self._refuse_images(body)
+        if refused is not None:
+            return refused
         if self.latency:
             await asyncio.sleep(self.latency)
 
@@ -526,6 +531,28 @@ class FakeOpenAI:
         if body.get("stream"):
             return await self._stream_reply(request, body, step)
         return web.json_response(self._completion(body, step))
+
+    def _refuse_images(self, body: dict[str, Any]) -> web.Response | None:
+        """A text-only model refuses image parts with 400, as OpenAI's API does."""
+        if body.get("model") not in self.text_only_models:
+            return None
+        for m_index, message in enumerate(body.get("messages") or []):
+            content = message.get("content") if isinstance(message, dict) else None
+            for p_index, part in enumerate(content if isinstance(content, list) else []):
+                if isinstance(part, dict) and part.get("type") == "image_url":
+                    return web.json_response(
+                        {
+                            "error": {
+                                "message": "Invalid content type. image_url is only supported "
+                                "by certain models.",
+                                "type": "invalid_request_error",
+                                "param": f"messages.[{m_index}].content.[{p_index}].type",
+                                "code": None,
+                            }
+                        },
+                        status=400,
+                    )
+        return None
 
     async def _think(self, body: dict[str, Any]) -> Step:
         result = self.brain(body)

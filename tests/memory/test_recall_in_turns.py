@@ -11,9 +11,10 @@ import pytest
 
 from bot.app import BotApp
 from bot.keys import PersonKey
-from bot.messages import CollectingSink, IncomingMessage
+from bot.messages import IncomingMessage
 from tests.conftest import MakeApp
 from tests.fakes.openai_server import FakeOpenAI
+from tests.helpers import CollectingSink
 
 JAN = datetime(2026, 1, 14, 10, 0, tzinfo=UTC)
 MARCH = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

@@ -1,0 +1,291 @@
+"""Discord adapter benchmark: N mentions over the local gateway, C conversations at a time.
+
+Two processes, so the bot's figures are its own:
+- bot (child): `bot discord`'s `run_discord` on the real core (SQLite, in-process cache) or,
+  with `--core sleep`, on a stub core that only sleeps for the model latency; it logs in to
+  FakeDiscord through the real discord.py client like any test;
+- driver (this process): FakeDiscord (REST + gateway) on its loop, FakeOpenAI (answering after
+  the model latency) in a thread. C conversations (channels spread over several guilds) each
+  mention the bot, wait for the answer, and mention it again, until N mentions were sent.
+
+Prints throughput, the bot's overhead from the MESSAGE_CREATE dispatch to its first REST call
+(the typing indicator) and to the reply minus the model latency (p50/p99), the bot's peak
+memory, and checks every mention was answered exactly once. `--json` adds one JSON line.
+
+    python bench/bench_discord.py                   # N=1000, 50 at once, model 200 ms
+    python bench/bench_discord.py -n 200 --core sleep
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+# -- the bot (child process) --------------------------------------------------------------------
+
+
+class SleepCore:
+    """Stands in for the core: the model 'answers' after a fixed delay."""
+
+    def __init__(self, latency: float) -> None:
+        self.latency = latency
+        self.seen: set[str] = set()
+
+    async def handle_message(self, message: Any, sink: Any) -> None:
+        await sink.working()
+        await asyncio.sleep(self.latency)
+        await sink.finish(f"ok: {message.text[:60]}")
+
+    async def handle_command(self, request: Any) -> Any:
+        from bot.core import CommandReply
+
+        return CommandReply("ok")
+
+    async def in_conversation(self, session: Any) -> bool:
+        return False
+
+    async def first_delivery(self, event_id: str) -> bool:
+        if event_id in self.seen:
+            return False
+        self.seen.add(event_id)
+        return True
+
+    async def health(self) -> dict[str, bool]:
+        return {"store": True, "cache": True}
+
+    async def close(self) -> None:
+        return None
+
+
+async def run_bot(args: argparse.Namespace) -> None:
+    from adapters.discord.config import DiscordConfig
+    from adapters.discord.main import run_discord
+    from bot.app import build_app
+    from bot.config import Settings
+
+    config = DiscordConfig(
+        token=args.token,
+        api_url=args.api,
+        gateway_url=args.gateway,
+        http_host="127.0.0.1",
+        http_port=0,
+        max_concurrent_turns=args.max_turns,
+    )
+    core: Any
+    if args.core == "sleep":
+        core = SleepCore(args.model_latency)
+    else:
+        settings = Settings(
+            _env_file=None,  # type: ignore[call-arg]
+            openai_api_key="sk-bench",
+            openai_base_url=args.openai,
+            bot_data_dir=Path(args.data),
+            bot_log_level="WARNING",
+        )
+        core = await build_app(settings)
+    try:
+        await run_discord(core, config)
+    finally:
+        await core.close()
+
+
+# -- the driver ---------------------------------------------------------------------------------
+
+
+def _peak_rss_mb(pid: int) -> tuple[float, float]:
+    fields: dict[str, float] = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(("VmHWM:", "VmRSS:")):
+                name, value = line.split(":")
+                fields[name] = int(value.split()[0]) / 1024
+    return fields.get("VmHWM", 0.0), fields.get("VmRSS", 0.0)
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def drive(args: argparse.Namespace) -> dict[str, Any]:
+    from tests.fakes.discord_api import FakeDiscord
+    from tests.fakes.openai_server import FakeOpenAI
+
+    fake = await FakeDiscord().start()
+    openai = FakeOpenAI(latency=args.model_latency).start_in_thread()
+    guilds = [
+        fake.add_guild(f"bench-{g}", channels=0) for g in range(max(1, args.concurrency // 10))
+    ]
+    channels = [fake.add_channel(guilds[i % len(guilds)], f"c{i}") for i in range(args.concurrency)]
+    people = [fake.add_user(f"user{i}") for i in range(args.concurrency)]
+    data = tempfile.mkdtemp(prefix="bench-discord-")
+    env = {**os.environ, "BOT_LOG_LEVEL": "WARNING"}
+    child = await asyncio.create_subprocess_exec(
+        *[
+            sys.executable,
+            __file__,
+            "--role=bot",
+            f"--core={args.core}",
+            f"--api={fake.api_url}",
+            f"--gateway={fake.gateway_url}",
+            f"--openai={openai.base_url}",
+            f"--token={fake.token}",
+            f"--data={data}",
+            f"--model-latency={args.model_latency}",
+            f"--max-turns={args.max_turns}",
+        ],
+        env=env,
+        cwd=data,
+    )
+    try:
+        await fake.wait_for(lambda: fake.connected == 1 and fake.commands != {}, timeout=60)
+        await asyncio.sleep(0.5)  # GUILD_CREATEs processed, client ready
+        sent: dict[str, float] = {}  # question id -> dispatch time
+        per_worker = [args.n // args.concurrency] * args.concurrency
+        for i in range(args.n % args.concurrency):
+            per_worker[i] += 1
+        cpu0 = time.process_time()
+        started = time.monotonic()
+
+        async def conversation(i: int) -> None:
+            channel, person = channels[i], people[i]
+            for k in range(per_worker[i]):
+                before = len(fake.bot_messages(channel))
+                sent_at = time.monotonic()
+                asked = await fake.user_says(
+                    channel,
+                    person,
+                    f"<@{fake.app_id}> question {k} from {i}",
+                    mentions=[fake.app_id],
+                )
+                sent[asked["id"]] = sent_at
+                await fake.wait_for(
+                    lambda before=before: len(fake.bot_messages(channel)) > before,  # type: ignore[misc]
+                    timeout=args.timeout,
+                )
+
+        await asyncio.gather(*(conversation(i) for i in range(args.concurrency)))
+        elapsed = time.monotonic() - started
+        driver_cpu = time.process_time() - cpu0
+        await asyncio.sleep(0.5)  # late duplicates would show up now
+        peak, rss = _peak_rss_mb(child.pid)
+    finally:
+        child.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(child.wait(), timeout=60)
+        except TimeoutError:
+            child.kill()
+        await fake.close()
+        openai.stop()
+
+    replies: dict[str, list[dict[str, Any]]] = {}
+    for message in fake.messages.values():
+        if message["author"]["id"] != fake.app_id or message.get("injected"):
+            continue
+        ref = str((message.get("message_reference") or {}).get("message_id"))
+        replies.setdefault(ref, []).append(message)
+    counts = [len(replies.get(q, [])) for q in sent]
+    first_rest: list[float] = []
+    overhead: list[float] = []
+    typing = {c: [x.at for x in fake.calls_to("POST", rf"/channels/{c}/typing$")] for c in channels}
+    posts = {
+        c: [x.at for x in fake.calls_to("POST", rf"/channels/{c}/messages$")] for c in channels
+    }
+    by_channel: dict[str, list[float]] = {}
+    for qid, at in sorted(sent.items(), key=lambda kv: kv[1]):
+        by_channel.setdefault(fake.messages[qid]["channel_id"], []).append(at)
+    for channel, times in by_channel.items():
+        for n, at in enumerate(times):  # questions in a channel are answered one at a time
+            if n < len(typing[channel]):
+                first_rest.append(typing[channel][n] - at)
+            if n < len(posts[channel]):
+                overhead.append(posts[channel][n] - at - args.model_latency)
+    result = {
+        "n": args.n,
+        "concurrency": args.concurrency,
+        "core": args.core,
+        "model_latency_ms": args.model_latency * 1000,
+        "seconds": round(elapsed, 2),
+        "throughput_per_s": round(args.n / elapsed, 1),
+        "first_rest_p50_ms": round(_pct(first_rest, 0.5) * 1000, 1),
+        "first_rest_p99_ms": round(_pct(first_rest, 0.99) * 1000, 1),
+        "reply_minus_model_p50_ms": round(_pct(overhead, 0.5) * 1000, 1),
+        "reply_minus_model_p99_ms": round(_pct(overhead, 0.99) * 1000, 1),
+        "bot_peak_rss_mb": round(peak, 1),
+        "bot_rss_mb_end": round(rss, 1),
+        "driver_cpu_s": round(driver_cpu, 2),
+        "answered_exactly_once": sum(1 for c in counts if c == 1),
+        "unanswered": sum(1 for c in counts if c == 0),
+        "duplicates": sum(1 for c in counts if c > 1),
+        "mean_reply_count": round(statistics.fmean(counts), 3) if counts else 0,
+    }
+    return result
+
+
+def _report(result: dict[str, Any], as_json: bool) -> None:
+    print(
+        f"Discord adapter, {result['core']} core: {result['n']} mentions, "
+        f"{result['concurrency']} conversations at once, model {result['model_latency_ms']:.0f} ms"
+    )
+    print(f"  throughput          {result['throughput_per_s']} mentions/s ({result['seconds']} s)")
+    print(
+        f"  dispatch → 1st REST p50 {result['first_rest_p50_ms']} ms, "
+        f"p99 {result['first_rest_p99_ms']} ms (typing indicator)"
+    )
+    print(
+        f"  dispatch → reply − model p50 {result['reply_minus_model_p50_ms']} ms, "
+        f"p99 {result['reply_minus_model_p99_ms']} ms"
+    )
+    peak, end = result["bot_peak_rss_mb"], result["bot_rss_mb_end"]
+    print(f"  bot peak memory     {peak} MB (RSS at end {end} MB)")
+    print(
+        f"  answered once       {result['answered_exactly_once']}/{result['n']} "
+        f"(unanswered {result['unanswered']}, duplicated {result['duplicates']})"
+    )
+    if as_json:
+        print(json.dumps(result))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("-n", type=int, default=1000, help="mentions to send")
+    parser.add_argument("-c", "--concurrency", type=int, default=50)
+    parser.add_argument("--model-latency", type=float, default=0.2)
+    parser.add_argument("--core", choices=("real", "sleep"), default="real")
+    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--max-turns", type=int, default=256)
+    parser.add_argument("--json", action="store_true", help="also print one JSON line")
+    parser.add_argument(
+        "--role", choices=("driver", "bot"), default="driver", help=argparse.SUPPRESS
+    )
+    for hidden in ("--api", "--gateway", "--openai", "--token", "--data"):
+        parser.add_argument(hidden, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.role == "bot":
+        asyncio.run(run_bot(args))
+        return
+    result = asyncio.run(drive(args))
+    _report(result, args.json)
+    if result["answered_exactly_once"] != args.n:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
