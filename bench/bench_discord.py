@@ -94,6 +94,11 @@ async def run_bot(args: argparse.Namespace) -> None:
             openai_base_url=args.openai,
             bot_data_dir=Path(args.data),
             bot_log_level="WARNING",
+            # The bench measures the core's own cost: 1,000 mentions in seconds would exceed the
+            # per-person/per-team turn rates (bot.ratelimit), which is what the limits are for.
+            bot_rate_user="off",
+            bot_rate_team="off",
+            bot_team_queue=0,
         )
         core = await build_app(settings)
     try:
@@ -113,6 +118,13 @@ def _peak_rss_mb(pid: int) -> tuple[float, float]:
                 name, value = line.split(":")
                 fields[name] = int(value.split()[0]) / 1024
     return fields.get("VmHWM", 0.0), fields.get("VmRSS", 0.0)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (load-independent cost)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -160,6 +172,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
         for i in range(args.n % args.concurrency):
             per_worker[i] += 1
         cpu0 = time.process_time()
+        bot_cpu0 = _cpu_seconds(child.pid)
         started = time.monotonic()
 
         async def conversation(i: int) -> None:
@@ -182,6 +195,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.gather(*(conversation(i) for i in range(args.concurrency)))
         elapsed = time.monotonic() - started
         driver_cpu = time.process_time() - cpu0
+        bot_cpu = _cpu_seconds(child.pid) - bot_cpu0
         await asyncio.sleep(0.5)  # late duplicates would show up now
         peak, rss = _peak_rss_mb(child.pid)
     finally:
@@ -229,10 +243,12 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
         "bot_peak_rss_mb": round(peak, 1),
         "bot_rss_mb_end": round(rss, 1),
         "driver_cpu_s": round(driver_cpu, 2),
+        "bot_cpu_ms_per_mention": round(bot_cpu / args.n * 1000, 2),
         "answered_exactly_once": sum(1 for c in counts if c == 1),
         "unanswered": sum(1 for c in counts if c == 0),
         "duplicates": sum(1 for c in counts if c > 1),
         "mean_reply_count": round(statistics.fmean(counts), 3) if counts else 0,
+        "model_requests_per_mention": round(len(openai.requests) / args.n, 2),
     }
     return result
 
@@ -253,6 +269,10 @@ def _report(result: dict[str, Any], as_json: bool) -> None:
     )
     peak, end = result["bot_peak_rss_mb"], result["bot_rss_mb_end"]
     print(f"  bot peak memory     {peak} MB (RSS at end {end} MB)")
+    print(
+        f"  bot CPU             {result['bot_cpu_ms_per_mention']} ms per mention, "
+        f"{result['model_requests_per_mention']} model requests per mention"
+    )
     print(
         f"  answered once       {result['answered_exactly_once']}/{result['n']} "
         f"(unanswered {result['unanswered']}, duplicated {result['duplicates']})"

@@ -65,6 +65,10 @@ class DiscordHandlers:
         self.guard = LoopGuard()
         # Threads the bot opened or answered in: follow-ups there need no mention.
         self.threads: TTLCache[int, bool] = TTLCache(maxsize=100_000, ttl=7 * 86400)
+        # Threads where the store said the bot has no conversation: chatty threads the bot is
+        # not part of cost one store read per 30 s, not one per message. A mention (or an
+        # answer by this process) puts a thread in `threads`, which is checked first.
+        self.quiet_threads: TTLCache[int, bool] = TTLCache(maxsize=100_000, ttl=30)
         self._turns = asyncio.Semaphore(config.max_concurrent_turns)
 
     # routing ---------------------------------------------------------------------------------
@@ -89,6 +93,8 @@ class DiscordHandlers:
             parent = str(channel.parent_id)
             if mentioned or channel.owner_id == me.id or channel.id in self.threads:
                 return Route("thread", guild, parent, str(channel.id))
+            if channel.id in self.quiet_threads:
+                return None
             return Route("thread_maybe", guild, parent, str(channel.id))
         if not mentioned:
             return None
@@ -112,6 +118,7 @@ class DiscordHandlers:
         if route.kind == "thread_maybe":
             session = SessionKey(PLATFORM, route.guild, route.channel, route.thread)
             if not await self.core.in_conversation(session):
+                self.quiet_threads[int(route.thread or 0)] = True
                 return
             self.threads[int(route.thread or 0)] = True
         if not await self.dedup.first(f"discord:{message.id}"):
@@ -153,7 +160,7 @@ class DiscordHandlers:
             message_id=str(message.id),
             user_name=message.author.display_name,
             is_dm=route.kind == "dm",
-            attachments=tuple(_attachment(a, self.config) for a in message.attachments),
+            attachments=tuple(_attachment(a) for a in message.attachments),
         )
         sink = DiscordReplySink(
             target=target,
@@ -184,11 +191,13 @@ class DiscordHandlers:
             return None
 
 
-def _attachment(item: discord.Attachment, config: DiscordConfig) -> Attachment:
-    """A shared file for the core: fetched (bounded) only if the turn needs it."""
+def _attachment(item: discord.Attachment) -> Attachment:
+    """A shared file for the core: fetched only if the turn needs it, and only when the size
+    Discord reports is within the core's limit (Discord's CDN serves exactly that many bytes;
+    a longer body is refused too)."""
 
     async def fetch(max_bytes: int) -> bytes:
-        limit = min(max_bytes, config.max_file_bytes)
+        limit = max_bytes
         if item.size > limit:
             raise AttachmentError(f"{item.filename} is too large ({item.size} bytes)")
         try:
