@@ -35,11 +35,16 @@ class Settings(BaseSettings):
     bot_model_retries: int = Field(default=3, ge=0, le=10)
     bot_turn_timeout: float = Field(default=120.0, gt=0)
     bot_max_tool_rounds: int = Field(default=5, ge=1, le=20)
+    # Tool calls that run per model response / per turn; more get a `limit_exceeded` result.
+    bot_max_tool_calls_per_round: int = Field(default=10, ge=1, le=100)
+    bot_max_tool_calls: int = Field(default=30, ge=1, le=500)
     bot_reply_tokens: int = Field(default=1024, ge=64)
     # Turn admission (bot.ratelimit): "N/SECONDS" per person and per team, or "off"; and the
     # most turns of one team waiting or running in one process (0: no bound).
     bot_rate_user: str = "20/60"
     bot_rate_team: str = "600/60"
+    # OpenTelemetry traces (bot.tracing; the `otel` extra): off | console | otlp.
+    bot_tracing: str = Field(default="off", pattern="^(off|console|otlp)$")
     bot_team_queue: int = Field(default=100, ge=0, le=100_000)
 
     # Files people share (bot.files): count, size and time limits; images as image parts.
@@ -83,6 +88,11 @@ class Settings(BaseSettings):
     geocoding_api_url: str = "https://geocoding-api.open-meteo.com/v1/search"
 
     bot_admins: str = ""
+    # Long-term consolidation (bot.memory.consolidation): when, how wide, how costly; retention.
+    bot_consolidate_cron: str = "0 3 * * *"
+    bot_consolidate_concurrency: int = Field(default=4, ge=1, le=64)
+    bot_consolidate_max_tokens: int = Field(default=2_000_000, ge=1000)
+    bot_retention_days: int | None = Field(default=None, ge=1)
     # Encrypts tool-pack secrets and Slack installations at rest (see bot.secrets); unset = plain.
     bot_secret_key: SecretStr | None = None
     bot_log_level: str | None = (
@@ -139,6 +149,22 @@ class Settings(BaseSettings):
     @classmethod
     def _rate(cls, value: str) -> str:
         Rate.parse(value)  # ValueError says what shape is expected
+        return value.strip()
+
+    @field_validator("bot_retention_days", mode="before")
+    @classmethod
+    def _blank_retention(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("bot_consolidate_cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        from apscheduler.triggers.cron import CronTrigger
+
+        try:
+            CronTrigger.from_crontab(value.strip(), timezone="UTC")
+        except ValueError as exc:
+            raise ValueError(f"not a 5-field cron expression ({exc})") from None
         return value.strip()
 
     @field_validator("bot_log_level")

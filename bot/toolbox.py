@@ -16,6 +16,7 @@ import httpx
 from bot.commands import PackCatalog
 from bot.config import Settings
 from bot.keys import SessionKey, TeamKey
+from bot.memory.reconcile import Reconciler
 from bot.memory.remember import remember
 from bot.secrets import SecretBox, SecretsUnavailable, open_value
 from bot.stores.protocols import Cache, Store
@@ -38,8 +39,14 @@ class Toolbox:
     def schemas(self) -> list[dict[str, Any]]:
         return self.registry.openai_schemas()
 
-    async def run(self, calls: list[ToolCallRequest], ctx: ToolContext) -> list[ToolCallRecord]:
-        return await self.executor.execute(calls, ctx, self.registry)
+    def call_allowance(self, prior_calls: int) -> int:
+        """Calls of the next model response that will run (see `ExecutorConfig.allowance`)."""
+        return self.executor.config.allowance(prior_calls)
+
+    async def run(
+        self, calls: list[ToolCallRequest], ctx: ToolContext, *, prior_calls: int = 0
+    ) -> list[ToolCallRecord]:
+        return await self.executor.execute(calls, ctx, self.registry, prior_calls=prior_calls)
 
 
 class ToolboxFactory:
@@ -50,6 +57,7 @@ class ToolboxFactory:
         store: Store,
         cache: Cache,
         config: ExecutorConfig | None = None,
+        reconciler: Reconciler | None = None,
     ) -> None:
         self.store = store
         self.box = SecretBox.from_settings(settings)  # None: secrets are stored in plain text
@@ -59,8 +67,13 @@ class ToolboxFactory:
             weather_api_url=settings.weather_api_url,
             geocoding_api_url=settings.geocoding_api_url,
         )
+        config = config or ExecutorConfig(
+            max_calls_per_round=settings.bot_max_tool_calls_per_round,
+            max_calls_per_turn=settings.bot_max_tool_calls,
+        )
         self.executor = ToolExecutor(config, idempotency=cache, on_record=self._record)
-        self.base = ToolRegistry([remember.bind(facts=store)])
+        self.reconciler = reconciler or Reconciler(store)  # rules only without a model
+        self.base = ToolRegistry([remember.bind(reconciler=self.reconciler)])
 
     async def for_team(self, team: TeamKey) -> Toolbox:
         tools = []

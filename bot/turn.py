@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bot import tracing
 from bot.files.intake import FileLimits
 from bot.files.prepare import FileInput, prepare_files
 from bot.files.vision import Vision
@@ -47,6 +48,10 @@ FILE_SHARE = 0.6  # of the current turn's room that shared files may fill
 EMPTY_REPLY = "I don't have an answer to that — could you rephrase?"
 TIMEOUT_REPLY = "Sorry, that took too long and I had to stop. Please try again."
 INTERNAL_ERROR_REPLY = "Sorry, something went wrong on my side. Please try again."
+# Refused calls (over the per-response/per-turn cap) kept in the conversation, each with its
+# `limit_exceeded` result; calls past these are left out entirely, so a response asking for
+# thousands of calls costs a bounded number of messages and tokens.
+REFUSED_CALLS_SHOWN = 3
 STORE_DOWN_REPLY = (
     "Sorry, I can't reach my memory store right now, so I couldn't take this message in. "
     "Please send it again in a minute."
@@ -96,7 +101,11 @@ class Toolbox(Protocol):
 
     def schemas(self) -> list[dict[str, Any]]: ...
 
-    async def run(self, calls: list[ToolCallRequest], ctx: ToolContext) -> list[ToolCallRecord]: ...
+    def call_allowance(self, prior_calls: int) -> int: ...
+
+    async def run(
+        self, calls: list[ToolCallRequest], ctx: ToolContext, *, prior_calls: int = 0
+    ) -> list[ToolCallRecord]: ...
 
 
 @dataclass
@@ -138,6 +147,33 @@ class TurnRunner:
         self.vision = vision or Vision("off", "")
 
     async def run(self, msg: IncomingMessage, toolbox: Toolbox, sink: ReplySink) -> TurnResult:
+        with tracing.span("turn", {"session": msg.session.id, "platform": msg.platform}) as current:
+            result = await self._traced(msg, toolbox, sink)
+            tracing.set_attributes(
+                current,
+                {
+                    "turn_id": result.turn_id,
+                    "outcome": result.outcome,
+                    "rounds": result.rounds,
+                    "tool_calls": len(result.tool_calls),
+                },
+            )
+            trace = tracing.trace_id(current)
+        fields: dict[str, Any] = {
+            "turn_id": result.turn_id,
+            "session": msg.session.id,
+            "outcome": result.outcome,
+            "rounds": result.rounds,
+            "tool_calls": len(result.tool_calls),
+            "duration_ms": result.duration_ms,
+            "max_request_tokens": max(result.request_tokens, default=0),
+        }
+        if trace is not None:
+            fields["trace_id"] = trace
+        log.info("turn", extra={"fields": fields})
+        return result
+
+    async def _traced(self, msg: IncomingMessage, toolbox: Toolbox, sink: ReplySink) -> TurnResult:
         started = time.perf_counter()
         result = TurnResult(turn_id="t_" + uuid.uuid4().hex[:16], reply="", outcome="error")
         try:
@@ -163,20 +199,6 @@ class TurnRunner:
             await sink.finish(result.reply, error=failed)
         except Exception:
             log.exception("sink_finish_failed", extra={"fields": {"turn_id": result.turn_id}})
-        log.info(
-            "turn",
-            extra={
-                "fields": {
-                    "turn_id": result.turn_id,
-                    "session": msg.session.id,
-                    "outcome": result.outcome,
-                    "rounds": result.rounds,
-                    "tool_calls": len(result.tool_calls),
-                    "duration_ms": result.duration_ms,
-                    "max_request_tokens": max(result.request_tokens, default=0),
-                }
-            },
-        )
         return result
 
     async def _run(
@@ -214,7 +236,7 @@ class TurnRunner:
             name=msg.user_name,
             meta=meta,
         )
-        await self.memory.append(session, hot, [user_msg])
+        (stored_user,) = await self.memory.append(session, hot, [user_msg])
         view = MemoryView(
             speaker_facts=facts,
             pinned=hot.state.pinned,
@@ -232,6 +254,7 @@ class TurnRunner:
             turn_id=turn_id,
             speaker_name=msg.user_name,
             message_id=msg.message_id,
+            message_ref=f"{session.id}#{stored_user.seq}",
         )
         # Shared files are untrusted content from the start (bot.write_guard).
         guard = WriteGuard(msg.text, tainted=files is not None)
@@ -325,7 +348,15 @@ class TurnRunner:
         result: TurnResult,
         guard: WriteGuard,
     ) -> None:
+        prior = sum(1 for r in result.tool_calls if r.outcome != "limit_exceeded")
         calls = response.tool_calls
+        keep = toolbox.call_allowance(prior) + REFUSED_CALLS_SHOWN
+        if len(calls) > keep:
+            log.warning(
+                "tool_calls_dropped",
+                extra={"fields": {"turn_id": ctx.turn_id, "asked": len(calls), "kept": keep}},
+            )
+            calls = calls[:keep]
         call_dicts = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
             for c in calls
@@ -342,7 +373,9 @@ class TurnRunner:
             {"role": "assistant", "content": response.content or None, "tool_calls": call_dicts}
         )
         blocked = {c.id for c in calls if guard.blocks(c, toolbox.registry)}
-        ran = iter(await toolbox.run([c for c in calls if c.id not in blocked], ctx))
+        allowed = [c for c in calls if c.id not in blocked]
+        started_ns = tracing.now_ns()
+        ran = iter(await toolbox.run(allowed, ctx, prior_calls=prior))
         records = [guard.refusal(c) if c.id in blocked else next(ran) for c in calls]
         if blocked:
             log.warning(
@@ -355,6 +388,18 @@ class TurnRunner:
                 },
             )
         guard.saw_results(records)
+        for r in records:
+            tracing.record_span(
+                f"tool {r.name[:64]}",
+                started_ns=started_ns,
+                duration_ms=r.duration_ms,
+                attributes={
+                    "tool.call_id": r.call_id,
+                    "tool.tool_call_id": r.tool_call_id[:128],
+                    "tool.outcome": r.outcome,
+                    "tool.attempts": r.attempts,
+                },
+            )
         result.tool_calls.extend(records)
         tool_msgs = [
             NewMessage(

@@ -22,11 +22,17 @@ from typing import Any
 
 from bot.memory.prompts import SYSTEM_PROMPT
 from bot.memory.render import group_turns, is_private_turn, render_group
+from bot.memory.tags import tag_recalled
 from bot.stores.records import Fact, PinnedFact, StoredMessage
 from bot.tokens import REPLY_PRIMER, TokenCounter
 
 FRESH_TURNS = 2  # turns whose tool results are kept whole
 MIN_TOOL_CONTENT_TOKENS = 64
+# Last resort when even the latest round's trimmed results do not fit: the result is left out.
+ARGS_LEFT_OUT = "…[arguments left out to fit the context]"
+RESULT_LEFT_OUT = (
+    '{"ok": false, "error": {"type": "trimmed", "message": "result left out to fit the context"}}'
+)
 
 
 @dataclass
@@ -54,7 +60,7 @@ def memory_note(view: MemoryView) -> str:
     parts: list[str] = []
     if view.speaker_facts:
         lines = "\n".join(f"- {f.text}" for f in view.speaker_facts)
-        parts.append(f"What the person you are answering asked you to remember:\n{lines}")
+        parts.append("What you know about the person you are answering:\n" + tag_recalled(lines))
     if view.pinned:
         lines = "\n".join(f"- {p.text}" for p in view.pinned)
         parts.append(f"Key facts of this conversation:\n{lines}")
@@ -226,6 +232,26 @@ class ContextBuilder:
                 out[i]["content"] = self._cut_user(m["content"], target)
                 total = total - size + count(out[i])
                 notes.append("user message cut to fit")
+        for i, m in enumerate(out):
+            if total <= cap:
+                break
+            if m["role"] == "tool" and m.get("content") != RESULT_LEFT_OUT:
+                size = count(m)
+                out[i]["content"] = RESULT_LEFT_OUT
+                total = total - size + count(out[i])
+                notes.append("tool result left out to fit")
+        for i, m in enumerate(out):
+            if total <= cap:
+                break
+            if m.get("tool_calls"):
+                size = count(m)
+                calls = [
+                    {**c, "function": {**c.get("function", {}), "arguments": ARGS_LEFT_OUT}}
+                    for c in m["tool_calls"]
+                ]
+                out[i] = {**m, "tool_calls": calls}
+                total = total - size + count(out[i])
+                notes.append("tool call arguments left out to fit")
         return out
 
     def _cut_user(self, content: str | list[dict[str, Any]], target: int) -> Any:
