@@ -19,6 +19,7 @@ DEFAULT_SCOPES: tuple[str, ...] = (
     "channels:history",
     "chat:write",
     "commands",
+    "files:read",
     "files:write",
     "groups:history",
     "im:history",
