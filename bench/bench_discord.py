@@ -115,6 +115,13 @@ def _peak_rss_mb(pid: int) -> tuple[float, float]:
     return fields.get("VmHWM", 0.0), fields.get("VmRSS", 0.0)
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (load-independent cost)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -160,6 +167,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
         for i in range(args.n % args.concurrency):
             per_worker[i] += 1
         cpu0 = time.process_time()
+        bot_cpu0 = _cpu_seconds(child.pid)
         started = time.monotonic()
 
         async def conversation(i: int) -> None:
@@ -182,6 +190,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.gather(*(conversation(i) for i in range(args.concurrency)))
         elapsed = time.monotonic() - started
         driver_cpu = time.process_time() - cpu0
+        bot_cpu = _cpu_seconds(child.pid) - bot_cpu0
         await asyncio.sleep(0.5)  # late duplicates would show up now
         peak, rss = _peak_rss_mb(child.pid)
     finally:
@@ -229,6 +238,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
         "bot_peak_rss_mb": round(peak, 1),
         "bot_rss_mb_end": round(rss, 1),
         "driver_cpu_s": round(driver_cpu, 2),
+        "bot_cpu_ms_per_mention": round(bot_cpu / args.n * 1000, 2),
         "answered_exactly_once": sum(1 for c in counts if c == 1),
         "unanswered": sum(1 for c in counts if c == 0),
         "duplicates": sum(1 for c in counts if c > 1),
@@ -253,6 +263,7 @@ def _report(result: dict[str, Any], as_json: bool) -> None:
     )
     peak, end = result["bot_peak_rss_mb"], result["bot_rss_mb_end"]
     print(f"  bot peak memory     {peak} MB (RSS at end {end} MB)")
+    print(f"  bot CPU             {result['bot_cpu_ms_per_mention']} ms per mention")
     print(
         f"  answered once       {result['answered_exactly_once']}/{result['n']} "
         f"(unanswered {result['unanswered']}, duplicated {result['duplicates']})"

@@ -63,7 +63,7 @@ from bot.app import BotApp  # noqa: E402
 from bot.config import Settings  # noqa: E402
 from bot.keys import PersonKey, SessionKey  # noqa: E402
 from bot.memory.session import hot_key  # noqa: E402
-from bot.messages import CollectingSink, IncomingMessage  # noqa: E402
+from bot.messages import IncomingMessage  # noqa: E402
 from bot.model import ModelResponse  # noqa: E402
 from bot.stores.factory import open_store  # noqa: E402
 from bot.stores.memory_cache import MemoryCache  # noqa: E402
@@ -73,6 +73,7 @@ from bot.stores.records import NewMessage, PinnedFact, SessionState  # noqa: E40
 from bot.stores.redis_cache import RedisCache  # noqa: E402
 from bot.stores.resilient_cache import ResilientCache  # noqa: E402
 from bot.toolbox import Toolbox  # noqa: E402
+from tests.helpers import CollectingSink  # noqa: E402
 
 SIZES = (10, 1_000, 10_000)
 TURNS = int(os.environ.get("BENCH_TURNS", "50"))

@@ -8,8 +8,8 @@ and the per-team toolbox (the built-in `remember` tool plus the packs installed 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -22,7 +22,7 @@ from bot.files.intake import FileLimits, too_many_files_reply
 from bot.files.vision import Vision
 from bot.keys import SessionKey
 from bot.memory.context import ContextBuilder
-from bot.memory.session import CompressionPolicy, SessionMemory, hot_key
+from bot.memory.session import CompressionPolicy, SessionMemory
 from bot.messages import IncomingMessage, ReplySink
 from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient, ModelError
@@ -38,7 +38,6 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE_CHARS = 20_000
 BUSY_REPLY = "I'm still working on an earlier message here — please try again in a moment."
 EMPTY_MESSAGE_REPLY = "Did you mean to say something? I got an empty message."
-SUMMARY_RETRY_AFTER = 30.0  # seconds before retrying a failed summary of the same session
 
 
 class StartupError(Exception):
@@ -49,7 +48,6 @@ class StartupError(Exception):
 class _Background:
     tasks: set[asyncio.Task[None]]
     running: dict[str, asyncio.Task[None]]
-    retry_at: dict[str, float]
 
 
 class BotApp:
@@ -98,12 +96,12 @@ class BotApp:
             store,
             pack_catalog(),
             admins=settings.admin_ids,
-            on_erased=self._forget_hot,
+            on_erased=self.memory.forget_hot,
             box=self.toolboxes.box,
             lock_session=self._session_turn,
         )
         self.session_locks: KeyLocks[str] = KeyLocks()  # in-process, by session id
-        self._bg = _Background(set(), {}, {})
+        self._bg = _Background(set(), {})
         self._summary_format = 0  # index of the structured-output form the server accepts
 
     # BotCore ---------------------------------------------------------------------------------
@@ -199,8 +197,6 @@ class BotApp:
     def schedule_compression(self, session: SessionKey) -> None:
         if session.id in self._bg.running:
             return
-        if time.monotonic() < self._bg.retry_at.get(session.id, 0.0):
-            return
         task = asyncio.create_task(self._compress(session), name=f"summary:{session.id}")
         self._bg.running[session.id] = task
         self._bg.tasks.add(task)
@@ -238,24 +234,17 @@ class BotApp:
             raise AssertionError("unreachable")
 
         try:
-            ok = await self.memory.compress(session, summarise)
+            await self.memory.compress(session, summarise)  # failures back off in the state
         except Exception:
             log.exception("summary_crashed", extra={"fields": {"session": session.id}})
-            ok = False
-        if ok:
-            self._bg.retry_at.pop(session.id, None)
-        elif self.memory.needs_compression(await self.memory.load(session)):
-            self._bg.retry_at[session.id] = time.monotonic() + SUMMARY_RETRY_AFTER
+            with contextlib.suppress(Exception):  # e.g. the store is down: nothing to record in
+                await self.memory.record_failure(session)
 
     async def drain(self, within: float) -> None:
         """Wait for background summaries (on shutdown), at most `within` seconds."""
         pending = [t for t in self._bg.tasks if not t.done()]
         if pending:
             await asyncio.wait(pending, timeout=within)
-
-    async def _forget_hot(self, session_ids: list[str]) -> None:
-        for session_id in session_ids:
-            await self.cache.delete(hot_key(session_id))
 
 
 async def build_app(settings: Settings, *, cache: Cache | None = None) -> BotApp:

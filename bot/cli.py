@@ -28,29 +28,36 @@ EXIT_UNAVAILABLE = 3
 # when that platform is run (so `bot chat` never loads slack_bolt or discord.py).
 PLATFORMS = {"slack": "adapters.slack.main", "discord": "adapters.discord.main"}
 
+# What `bot --help` says about each command, in one place: say only what this version does.
+# A command that is not built yet is listed in NOT_BUILT (its help says so and running it exits
+# EXIT_UNAVAILABLE with that line); whoever builds it removes it there and updates its line here.
+HELP = {
+    "chat": "talk to the bot in the terminal (reads stdin lines when piped)",
+    "slack": "run the Slack app (Socket Mode if SLACK_APP_TOKEN is set, else HTTP)",
+    "discord": "run the Discord bot (DISCORD_TOKEN)",
+    "consolidate": "long-term memory consolidation (not in this version yet)",
+    "consolidate --now": "run the consolidation at once (not in this version yet)",
+    "doctor": "check configuration and reach each configured service",
+    "orders-demo": "serve the reference order service over a JSON file",
+}
+NOT_BUILT = {"consolidate": "long-term memory consolidation is not part of this version yet"}
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bot", description="AI chat bot for Slack and Discord")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    chat = sub.add_parser(
-        "chat", help="talk to the bot in the terminal (reads stdin lines when piped)"
-    )
+    chat = sub.add_parser("chat", help=HELP["chat"], description=HELP["chat"])
     chat.add_argument("--user", default=None, help="who is speaking (default: your login name)")
     chat.add_argument("--channel", default="terminal", help="where the conversation happens")
     chat.add_argument("--thread", default=None, help="a thread inside the channel")
 
-    sub.add_parser("slack", help="run the Slack app (Socket Mode if SLACK_APP_TOKEN is set)")
-    sub.add_parser("discord", help="run the Discord bot")
-
-    cons = sub.add_parser("consolidate", help="run long-term memory consolidation")
-    cons.add_argument(
-        "--now", action="store_true", help="run it now instead of showing the schedule"
-    )
-
-    sub.add_parser("doctor", help="check configuration and reach each configured service")
-
-    demo = sub.add_parser("orders-demo", help="serve the reference order service over a JSON file")
+    for name in ("slack", "discord"):
+        sub.add_parser(name, help=HELP[name], description=HELP[name])
+    cons = sub.add_parser("consolidate", help=HELP["consolidate"], description=HELP["consolidate"])
+    cons.add_argument("--now", action="store_true", help=HELP["consolidate --now"])
+    sub.add_parser("doctor", help=HELP["doctor"], description=HELP["doctor"])
+    demo = sub.add_parser("orders-demo", help=HELP["orders-demo"], description=HELP["orders-demo"])
     demo.add_argument("--data", required=True, help="JSON file of orders keyed by order id")
     demo.add_argument("--port", type=_port, default=8081)
     demo.add_argument("--host", default="127.0.0.1")
@@ -74,6 +81,8 @@ def _fail(message: str, code: int = EXIT_CONFIG) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in NOT_BUILT:
+        return _fail(NOT_BUILT[args.command], EXIT_UNAVAILABLE)
     if args.command == "orders-demo":
         return _orders_demo(args)
     try:
@@ -88,10 +97,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_doctor(settings))
         if args.command in PLATFORMS:
             return asyncio.run(_platform(args.command, settings))
-        if args.command == "consolidate":
-            return _fail(
-                "long-term consolidation is not part of this version yet", EXIT_UNAVAILABLE
-            )
     except ConfigError as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:

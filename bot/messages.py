@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from bot.keys import PersonKey, SessionKey
@@ -78,26 +77,3 @@ class ReplySink(Protocol):
     async def delta(self, text: str) -> None: ...
 
     async def finish(self, text: str, *, error: bool = False) -> None: ...
-
-
-@dataclass
-class CollectingSink:
-    """A ReplySink that keeps everything; used by the console adapter and tests."""
-
-    deltas: list[str] = field(default_factory=list)
-    final: str | None = None
-    error: bool = False
-    working_calls: int = 0
-    on_delta: Callable[[str], Awaitable[None]] | None = None
-
-    async def working(self) -> None:
-        self.working_calls += 1
-
-    async def delta(self, text: str) -> None:
-        self.deltas.append(text)
-        if self.on_delta is not None:
-            await self.on_delta(text)
-
-    async def finish(self, text: str, *, error: bool = False) -> None:
-        self.final = text
-        self.error = error

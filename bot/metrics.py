@@ -4,8 +4,8 @@ A dedicated `CollectorRegistry` (not the process-global default) keeps tests and
 one process from clashing on metric names, and keeps /metrics free of unrelated collectors.
 
 Who increments what:
-- the core (turn loop, model client, tool engine): `TURNS`, `TURN_LATENCY`, `MODEL_LATENCY`,
-  `MODEL_TOKENS`, `TOOL_CALLS`, `ERRORS`;
+- the core (turn loop, model client, tool engine, summaries): `TURNS`, `TURN_LATENCY`,
+  `MODEL_LATENCY`, `MODEL_TOKENS`, `TOOL_CALLS`, `ERRORS`, `SUMMARIES`;
 - adapters: `EVENTS`, `DEDUPLICATED_EVENTS`, `ACK_LATENCY`, `PLATFORM_API_ERRORS`, `ERRORS`,
   `EVENT_LOOP_LAG`, `TURNS_WAITING`, `REJECTED_REQUESTS`, `DROPPED_MESSAGES`.
 
@@ -95,6 +95,14 @@ TURNS_WAITING = Gauge(
     "bot_turns_waiting",
     "Received messages waiting to start their turn (admission control under CPU load).",
     ["platform"],
+    registry=REGISTRY,
+)
+SUMMARIES = Counter(
+    "bot_summaries_total",
+    "Background summaries of a session's older turns, by outcome: ok | failed (the model or "
+    "the reply was unusable; that session backs off) | discarded (an erasure or another "
+    "process got there first).",
+    ["outcome"],
     registry=REGISTRY,
 )
 PLATFORM_API_ERRORS = Counter(

@@ -10,7 +10,6 @@ log line per request that carries figures only (never message text, never the ke
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import re
@@ -103,10 +102,6 @@ class ModelError(Exception):
         return f"ModelError(kind={self.kind!r}, detail={self.detail!r})"
 
 
-UsageCallback = Callable[[Usage], object]
-"""Called with each response's usage (e.g. to feed token counters); may be sync or async."""
-
-
 class ModelClient:
     """Chat Completions over the official `openai` SDK, for OpenAI or any compatible server.
 
@@ -124,13 +119,11 @@ class ModelClient:
         model: str,
         timeout: float = 60.0,
         max_retries: int = 3,
-        on_usage: UsageCallback | None = None,
     ) -> None:
         self.model = model
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self.timeout = timeout
         self.max_retries = max_retries
-        self.on_usage = on_usage
         self._api_key = api_key
         # Local servers (Ollama, vLLM) often need no key, but the SDK refuses an empty one; a
         # placeholder lets those work and lets OpenAI itself answer 401 -> a clear "auth" error.
@@ -211,8 +204,6 @@ class ModelClient:
             raise
         finally:
             self._log_call(started, streamed, outcome, response)
-        if response.usage is not None and self.on_usage is not None:
-            await self._report_usage(response.usage)
         return response
 
     async def ping(self) -> tuple[bool, str]:
@@ -417,16 +408,6 @@ class ModelClient:
         }
         level = logging.INFO if outcome == "ok" else logging.WARNING
         log.log(level, "model_call", extra={"fields": fields})
-
-    async def _report_usage(self, usage: Usage) -> None:
-        """Feed the usage callback; its failures are logged, never allowed to break a reply."""
-        assert self.on_usage is not None
-        try:
-            result = self.on_usage(usage)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            log.exception("on_usage callback failed")
 
 
 class _StreamAccumulator:

@@ -249,7 +249,9 @@ class TurnRunner:
             result.reply = reply
             result.outcome = "max_rounds" if final_round else "answer"
             break
-        result.needs_compression = self.memory.needs_compression(hot)
+        result.needs_compression = self.memory.needs_compression(hot) and self.memory.summary_due(
+            hot.state
+        )
 
     async def _files(self, msg: IncomingMessage, tools_tokens: int) -> FileInput:
         """The message's files fitted into a share of this turn's room (the rest is for the

@@ -23,12 +23,11 @@ from discord import app_commands
 from adapters.common.logs import emit
 from adapters.common.split import split_message
 from adapters.discord.config import MESSAGE_LIMIT, DiscordConfig
+from adapters.discord.handlers import DM_TEAM, PLATFORM
 from bot import metrics
 from bot.core import BotCore, CommandReply, CommandRequest
 
 _LOG = logging.getLogger(__name__)
-PLATFORM = "discord"
-DM_TEAM = "@dm"
 FAILED = "Sorry, that command failed. Please try again."
 GUILD_ONLY = "Tool packs are installed per server: run `/tools` in a server."
 

@@ -65,6 +65,10 @@ class DiscordHandlers:
         self.guard = LoopGuard()
         # Threads the bot opened or answered in: follow-ups there need no mention.
         self.threads: TTLCache[int, bool] = TTLCache(maxsize=100_000, ttl=7 * 86400)
+        # Threads where the store said the bot has no conversation: chatty threads the bot is
+        # not part of cost one store read per 30 s, not one per message. A mention (or an
+        # answer by this process) puts a thread in `threads`, which is checked first.
+        self.quiet_threads: TTLCache[int, bool] = TTLCache(maxsize=100_000, ttl=30)
         self._turns = asyncio.Semaphore(config.max_concurrent_turns)
 
     # routing ---------------------------------------------------------------------------------
@@ -89,6 +93,8 @@ class DiscordHandlers:
             parent = str(channel.parent_id)
             if mentioned or channel.owner_id == me.id or channel.id in self.threads:
                 return Route("thread", guild, parent, str(channel.id))
+            if channel.id in self.quiet_threads:
+                return None
             return Route("thread_maybe", guild, parent, str(channel.id))
         if not mentioned:
             return None
@@ -112,6 +118,7 @@ class DiscordHandlers:
         if route.kind == "thread_maybe":
             session = SessionKey(PLATFORM, route.guild, route.channel, route.thread)
             if not await self.core.in_conversation(session):
+                self.quiet_threads[int(route.thread or 0)] = True
                 return
             self.threads[int(route.thread or 0)] = True
         if not await self.dedup.first(f"discord:{message.id}"):

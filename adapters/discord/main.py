@@ -101,7 +101,10 @@ async def run_discord(
     runtime = runtime or DiscordRuntime(core, config, shard_count=shard_count)
     stop = stop or asyncio.Event()
     web_app = web.Application()
-    add_health_routes(web_app, core)
+    client = runtime.client
+    add_health_routes(
+        web_app, core, lambda: {"discord": client.is_ready() and not client.is_closed()}
+    )
     web_runner = web.AppRunner(web_app, access_log=None, handle_signals=False)
     await web_runner.setup()
     loop = asyncio.get_running_loop()
@@ -114,6 +117,7 @@ async def run_discord(
     try:
         try:
             await web.TCPSite(web_runner, config.http_host, config.http_port).start()
+            runtime.http_port = int(web_runner.addresses[0][1])
         except OSError as exc:
             raise DiscordStartError(
                 f"cannot serve /healthz on {config.http_host}:{config.http_port} "

@@ -68,6 +68,7 @@ class DiscordRuntime:
         self.commands = DiscordCommands(core, config)
         self.commands.register(self.tree)
         self.synced: list[int | None] = []
+        self.http_port = 0  # where /healthz and /metrics listen, once serving
         self.ready = asyncio.Event()
         self.client.setup_hook = self._setup_hook  # type: ignore[method-assign]
         self.client.event(self.on_message)

@@ -7,7 +7,10 @@ the cost of a turn does not grow with the length of the conversation.
 Compression: when the unsummarised tail crosses a message-count or token threshold, the oldest
 part is folded into the rolling summary by a model call. The caller runs `compress()` in the
 background (never on the reply path). If the call fails the old summary is kept, nothing is lost
-(the context builder just drops the oldest raw turns to fit) and the next turn tries again.
+(the context builder just drops the oldest raw turns to fit), and the failure is recorded in the
+session's state (`summary_failures`, `summary_failed_at`): the next attempt waits 30 s, then
+twice as long after each further failure, up to an hour, in every process (a broken summary
+model costs one request per session per backoff step, not one per turn).
 """
 
 from __future__ import annotations
@@ -15,15 +18,17 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from bot import metrics
 from bot.keys import SessionKey
 from bot.memory.prompts import SUMMARY_SCHEMA, SUMMARY_SYSTEM
 from bot.memory.render import group_turns, is_private_turn, transcript_line
 from bot.stores.protocols import Cache, Store
-from bot.stores.records import NewMessage, PinnedFact, SessionState, StoredMessage
+from bot.stores.records import NewMessage, PinnedFact, SessionState, StoredMessage, utcnow
 from bot.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
@@ -31,6 +36,15 @@ log = logging.getLogger(__name__)
 TAIL_LIMIT = 160  # most unsummarised messages kept hot / loaded per turn
 FOLD_SCAN = 120  # most messages read for one summarisation
 MAX_PINNED = 30
+SUMMARY_RETRY_FIRST = 30.0  # seconds after a first failed summary before the next attempt
+SUMMARY_RETRY_MAX = 3600.0  # the backoff doubles per failure up to this
+
+
+def summary_backoff(failures: int) -> float:
+    """Seconds to wait after `failures` failed summaries in a row (0 when none failed)."""
+    if failures <= 0:
+        return 0.0
+    return min(SUMMARY_RETRY_FIRST * 2.0 ** min(failures - 1, 20), SUMMARY_RETRY_MAX)
 
 
 def hot_key(session_id: str) -> str:
@@ -83,12 +97,14 @@ class SessionMemory:
         policy: CompressionPolicy,
         *,
         idle_ttl: float = 1800.0,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.store = store
         self.cache = cache
         self.counter = counter
         self.policy = policy
         self.idle_ttl = idle_ttl
+        self.clock = clock  # wall clock (UTC): the backoff is shared by every process
 
     @staticmethod
     def _hot_key(session: SessionKey) -> str:
@@ -120,8 +136,10 @@ class SessionMemory:
         payload = [m.model_dump(mode="json") for m in tail[-TAIL_LIMIT:]]
         await self.cache.set_json(self._hot_key(session), payload, ttl=self.idle_ttl)
 
-    async def forget_hot(self, session: SessionKey) -> None:
-        await self.cache.delete(self._hot_key(session))
+    async def forget_hot(self, session_ids: list[str]) -> None:
+        """Drop the cached copies of these sessions (their stored messages changed)."""
+        for session_id in session_ids:
+            await self.cache.delete(hot_key(session_id))
 
     async def append(
         self, session: SessionKey, hot: HotSession, messages: Sequence[NewMessage]
@@ -142,6 +160,23 @@ class SessionMemory:
         if len(tail) > self.policy.max_messages:
             return True
         return sum(m.tokens + 4 for m in tail) > self.policy.max_tokens
+
+    def summary_due(self, state: SessionState) -> bool:
+        """False while the session backs off after failed summaries."""
+        if state.summary_failures <= 0 or state.summary_failed_at is None:
+            return True
+        wait = timedelta(seconds=summary_backoff(state.summary_failures))
+        return self.clock() >= state.summary_failed_at + wait
+
+    async def record_failure(self, session: SessionKey) -> None:
+        """Count a failed summary in the stored state (the backoff's input); best effort."""
+        metrics.SUMMARIES.labels("failed").inc()
+        for _ in range(3):  # optimistic concurrency: re-read on conflict
+            current = await self.store.get_state(session) or SessionState(session=session.id)
+            current.summary_failures += 1
+            current.summary_failed_at = self.clock()
+            if await self.store.put_state(session, current):
+                return
 
     def _keep_from_seq(self, tail: list[StoredMessage]) -> int:
         """First seq of the newest whole turns kept raw (about `keep_tokens` of them)."""
@@ -187,7 +222,7 @@ class SessionMemory:
         """Fold the oldest unsummarised turns into the summary. Returns True on success."""
         started = time.perf_counter()
         hot = await self.load(session)
-        if not self.needs_compression(hot):
+        if not self.needs_compression(hot) or not self.summary_due(hot.state):
             return False
         fold = await self._fold_range(session, hot)
         if not fold:
@@ -217,11 +252,17 @@ class SessionMemory:
             raw = await summarise(request, SUMMARY_SCHEMA)
             summary, key_facts = self._parse_summary(raw)
         except Exception as exc:
-            state.summary_failures += 1
             log.warning(
                 "summary_failed",
-                extra={"fields": {"session": session.id, "error": type(exc).__name__}},
+                extra={
+                    "fields": {
+                        "session": session.id,
+                        "error": type(exc).__name__,
+                        "failures": state.summary_failures + 1,
+                    }
+                },
             )
+            await self.record_failure(session)
             return False
         upto = fold[-1].seq
         # Key facts can only be attributed when one person spoke in the folded range; "" means
@@ -236,8 +277,10 @@ class SessionMemory:
                 log.info(
                     "summary_discarded_after_erasure", extra={"fields": {"session": session.id}}
                 )
+                metrics.SUMMARIES.labels("discarded").inc()
                 return False
             if current.summary_upto_seq >= upto:
+                metrics.SUMMARIES.labels("discarded").inc()
                 return False  # someone else folded this range already
             pinned = list(current.pinned)
             known = {p.text.strip().lower() for p in pinned}
@@ -253,10 +296,13 @@ class SessionMemory:
             )
             current.pinned = pinned[-MAX_PINNED:]
             current.summary_failures = 0
+            current.summary_failed_at = None
             if await self.store.put_state(session, current):
                 break
         else:
+            metrics.SUMMARIES.labels("discarded").inc()
             return False
+        metrics.SUMMARIES.labels("ok").inc()
         log.info(
             "summary_written",
             extra={

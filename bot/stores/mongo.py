@@ -288,11 +288,6 @@ class MongoStore:
         state.version, state.updated_at = new.version, new.updated_at
         return True
 
-    async def delete_state(self, session: SessionKey) -> bool:
-        with _unavailable("delete_state"):
-            result = await self._states.delete_one({"session": session.id})
-        return result.deleted_count > 0
-
     # --- facts -------------------------------------------------------------------------------
 
     async def add_fact(

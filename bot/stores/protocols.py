@@ -66,8 +66,6 @@ class SessionStateStore(Protocol):
         `state.session` is not `session.id`.
         """
 
-    async def delete_state(self, session: SessionKey) -> bool: ...
-
 
 class FactStore(Protocol):
     async def add_fact(

@@ -72,7 +72,8 @@ class SessionState(_Record):
     summary_speakers: list[str] = Field(default_factory=list)  # people whose turns it draws on
     pinned: list[PinnedFact] = Field(default_factory=list)
     last_seq: int = 0
-    summary_failures: int = 0
+    summary_failures: int = 0  # summaries failed in a row; the next waits longer (backoff)
+    summary_failed_at: datetime | None = None  # when the last one failed
     erasures: int = 0  # bumped by `/memory forget all`; a summary folded before it is discarded
     version: int = 0  # optimistic-concurrency counter, bumped by every successful put
     updated_at: datetime = Field(default_factory=utcnow)

@@ -271,16 +271,6 @@ class SqliteStore:
             state.version, state.updated_at = new.version, new.updated_at
         return written
 
-    async def delete_state(self, session: SessionKey) -> bool:
-        sid = session.id
-
-        def run(conn: sqlite3.Connection) -> bool:
-            with transaction(conn):
-                cur = conn.execute("DELETE FROM session_state WHERE session = ?", (sid,))
-                return cur.rowcount > 0
-
-        return await self._db.call(run)
-
     # --- facts -------------------------------------------------------------------------------
 
     async def add_fact(

@@ -147,7 +147,7 @@ def _request_tokens(app: Any, req: dict[str, Any]) -> int:
 
 
 def _sink() -> Any:
-    from bot.messages import CollectingSink
+    from tests.helpers import CollectingSink
 
     return CollectingSink()
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import json
 import re
+from typing import Any
 
 from adapters.common.split import open_fence
 from tests.discord.conftest import StartDiscord
@@ -91,3 +93,18 @@ async def test_shared_files_reach_the_core_and_are_fetched_only_on_demand(
     else:
         raise AssertionError("a file over the limit must not be returned")
     assert fake_discord.cdn_requests == 1  # the big one was refused by its size, unread
+
+
+async def test_a_shared_text_file_reaches_the_model_through_the_real_core(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any, fake_openai: Any
+) -> None:
+    ada = fake_discord.add_user("Ada")
+    dm = fake_discord.dm_channel(ada)
+    h = await start_discord(await make_app())
+    note = fake_discord.attachment("notes.txt", b"the secret word is pineapple\n", "text/plain")
+    await fake_discord.user_says(dm, ada, "what does my note say?", attachments=[note])
+    await fake_discord.wait_for(lambda: bool(fake_discord.bot_messages(dm)))
+    await h.idle()
+    assert fake_discord.cdn_requests == 1
+    sent = json.dumps(fake_openai.requests[-1]["messages"])
+    assert "pineapple" in sent and "notes.txt" in sent

@@ -120,3 +120,19 @@ async def test_an_auto_sharded_client_answers_on_every_shard(
     )
     await h.idle()
     assert all(len(fake_discord.bot_messages(c)) == 1 for c in [*channels, dm])
+
+
+async def test_healthz_reports_the_stores_and_the_gateway(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any
+) -> None:
+    import aiohttp
+
+    h = await start_discord(await make_app())
+    url = f"http://127.0.0.1:{h.runtime.http_port}"
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{url}/healthz") as response:
+            assert response.status == 200
+            body = await response.json()
+        async with http.get(f"{url}/metrics") as response:
+            assert response.status == 200 and "bot_" in await response.text()
+    assert body["components"] == {"store": True, "cache": True, "discord": True}

@@ -32,3 +32,18 @@ def test_slack_without_credentials_is_one_line_naming_the_variable(tmp_path: Pat
     assert len(lines) == 1 and "SLACK_SIGNING_SECRET" in lines[0], done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "data").exists()  # settings are checked before any store is opened
+
+
+def test_discord_without_a_token_is_one_line_naming_the_variable(tmp_path: Path) -> None:
+    done = _run("discord", tmp_path)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "DISCORD_TOKEN" in lines[0], done.stderr
+    assert not (tmp_path / "data").exists()
+
+
+def test_discord_with_a_malformed_gateway_url_is_one_line(tmp_path: Path) -> None:
+    done = _run("discord", tmp_path, DISCORD_TOKEN="t", DISCORD_GATEWAY_URL="http://x")
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert "DISCORD_GATEWAY_URL" in line and "ws://" in line

@@ -10,9 +10,9 @@ from typing import Any
 
 import tiktoken
 
-from bot.messages import Attachment, CollectingSink
+from bot.messages import Attachment
 from tests.fakes.openai_server import FakeOpenAI
-from tests.helpers import message
+from tests.helpers import CollectingSink, message
 from tests.support.files import LAST_LOG_LINE, MemoryFetch, attachment, make_log, make_pdf, make_png
 
 ENC = tiktoken.get_encoding("o200k_base")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -181,14 +181,14 @@ async def test_put_state_is_optimistic(store: Store) -> None:
     assert await store.get_state(THREAD) is None
 
 
-async def test_state_delete_and_mismatched_key(store: Store) -> None:
+async def test_state_mismatched_key_and_summary_failures(store: Store) -> None:
     with pytest.raises(ValueError):
         await store.put_state(THREAD, SessionState(session=CHANNEL.id))
-    assert await store.put_state(CHANNEL, SessionState(session=CHANNEL.id))
-    assert await store.delete_state(CHANNEL)
-    assert not await store.delete_state(CHANNEL)
-    assert await store.get_state(CHANNEL) is None
-    assert await store.put_state(CHANNEL, SessionState(session=CHANNEL.id))  # fresh again
+    failed_at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    state = SessionState(session=CHANNEL.id, summary_failures=3, summary_failed_at=failed_at)
+    assert await store.put_state(CHANNEL, state)
+    read = await store.get_state(CHANNEL)
+    assert read is not None and (read.summary_failures, read.summary_failed_at) == (3, failed_at)
 
 
 # --- facts -----------------------------------------------------------------------------------

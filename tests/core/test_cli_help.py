@@ -1,0 +1,41 @@
+"""`bot --help` says only what this version does: commands not built say so, and running them
+is one line with exit 3 (never a flag that promises work, like `consolidate --now` once did)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from bot import cli
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = cli._parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
+def test_every_command_has_its_line_in_the_one_help_table() -> None:
+    assert set(_subcommands()) <= set(cli.HELP)
+    assert set(cli.NOT_BUILT) <= set(_subcommands())
+
+
+@pytest.mark.parametrize("name", sorted(cli.NOT_BUILT))
+def test_a_command_not_built_says_so_everywhere(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = _subcommands()[name]
+    help_text = command.format_help()
+    assert "not in this version" in help_text
+    assert "not in this version" in cli.HELP[name]
+    for flags in (["--now"], []) if name == "consolidate" else ([],):
+        assert cli.main([name, *flags]) == cli.EXIT_UNAVAILABLE
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "not part of this version" in err[0]
+
+
+@pytest.mark.parametrize("name", ["chat", "slack", "discord", "doctor", "orders-demo"])
+def test_built_commands_do_not_say_not_built(name: str) -> None:
+    assert name not in cli.NOT_BUILT
+    assert "not in this version" not in cli.HELP[name]
