@@ -94,6 +94,11 @@ async def run_bot(args: argparse.Namespace) -> None:
             openai_base_url=args.openai,
             bot_data_dir=Path(args.data),
             bot_log_level="WARNING",
+            # The bench measures the core's own cost: 1,000 mentions in seconds would exceed the
+            # per-person/per-team turn rates (bot.ratelimit), which is what the limits are for.
+            bot_rate_user="off",
+            bot_rate_team="off",
+            bot_team_queue=0,
         )
         core = await build_app(settings)
     try:
@@ -243,6 +248,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
         "unanswered": sum(1 for c in counts if c == 0),
         "duplicates": sum(1 for c in counts if c > 1),
         "mean_reply_count": round(statistics.fmean(counts), 3) if counts else 0,
+        "model_requests_per_mention": round(len(openai.requests) / args.n, 2),
     }
     return result
 
@@ -263,7 +269,10 @@ def _report(result: dict[str, Any], as_json: bool) -> None:
     )
     peak, end = result["bot_peak_rss_mb"], result["bot_rss_mb_end"]
     print(f"  bot peak memory     {peak} MB (RSS at end {end} MB)")
-    print(f"  bot CPU             {result['bot_cpu_ms_per_mention']} ms per mention")
+    print(
+        f"  bot CPU             {result['bot_cpu_ms_per_mention']} ms per mention, "
+        f"{result['model_requests_per_mention']} model requests per mention"
+    )
     print(
         f"  answered once       {result['answered_exactly_once']}/{result['n']} "
         f"(unanswered {result['unanswered']}, duplicated {result['duplicates']})"

@@ -600,6 +600,8 @@ async def main() -> None:
         bot_turn_timeout=120.0,
         mongodb_uri=None,
         redis_url=None,
+        bot_rate_user="off",  # one speaker, many turns a second: not what the limits are for
+        bot_rate_team="off",
     )
     started = time.perf_counter()
     print(

@@ -113,6 +113,11 @@ async def run_bot(args: argparse.Namespace) -> None:
             openai_base_url=args.openai_url,
             bot_data_dir=Path(data_dir),
             bot_log_level="WARNING",
+            # The bench measures the core's own cost: 1,000 mentions in seconds would exceed a
+            # team's turn rate (bot.ratelimit), which is what the limits are for.
+            bot_rate_user="off",
+            bot_rate_team="off",
+            bot_team_queue=0,
         )
         core = await build_app(settings)
     else:

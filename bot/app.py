@@ -26,6 +26,7 @@ from bot.memory.session import CompressionPolicy, SessionMemory
 from bot.messages import IncomingMessage, ReplySink
 from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient, ModelError
+from bot.ratelimit import Rate, TurnLimiter
 from bot.stores.factory import open_cache, open_store
 from bot.stores.protocols import Cache, LockTimeout, Store, StoreUnavailable
 from bot.tokens import TokenCounter
@@ -77,6 +78,12 @@ class BotApp:
             idle_ttl=settings.bot_session_ttl,
         )
         self.toolboxes = ToolboxFactory(settings, store=store, cache=cache)
+        self.limiter = TurnLimiter(
+            cache,
+            per_user=Rate.parse(settings.bot_rate_user),
+            per_team=Rate.parse(settings.bot_rate_team),
+            team_queue=settings.bot_team_queue,
+        )
         self.runner = TurnRunner(
             model=MeteredModel(model, "chat"),
             memory=self.memory,
@@ -123,18 +130,23 @@ class BotApp:
             cut = message.text[:MAX_MESSAGE_CHARS] + "\n…[message too long: the rest was cut]"
             message = replace(message, text=cut)
         session = message.session
+        refusal = await self.limiter.refusal(message)
+        if refusal is not None:
+            await sink.finish(refusal, error=True)
+            return None
         try:
-            async with self._session_turn(session):
-                try:
-                    toolbox = await self.toolboxes.for_team(session.team_key)
-                except StoreUnavailable:
-                    log.warning(
-                        "toolbox_store_unavailable", extra={"fields": {"team": session.team}}
-                    )
-                    await sink.finish(STORE_DOWN_REPLY, error=True)
-                    return None
-                result = await self.runner.run(message, toolbox, sink)
-                record_turn(message.platform, result, set(toolbox.registry.names()))
+            with self.limiter.admitted(message):
+                async with self._session_turn(session):
+                    try:
+                        toolbox = await self.toolboxes.for_team(session.team_key)
+                    except StoreUnavailable:
+                        log.warning(
+                            "toolbox_store_unavailable", extra={"fields": {"team": session.team}}
+                        )
+                        await sink.finish(STORE_DOWN_REPLY, error=True)
+                        return None
+                    result = await self.runner.run(message, toolbox, sink)
+                    record_turn(message.platform, result, set(toolbox.registry.names()))
         except LockTimeout:
             await sink.finish(BUSY_REPLY, error=True)
             return None

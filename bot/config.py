@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.ratelimit import Rate
 from bot.secrets import fernet_key
 
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -35,6 +36,11 @@ class Settings(BaseSettings):
     bot_turn_timeout: float = Field(default=120.0, gt=0)
     bot_max_tool_rounds: int = Field(default=5, ge=1, le=20)
     bot_reply_tokens: int = Field(default=1024, ge=64)
+    # Turn admission (bot.ratelimit): "N/SECONDS" per person and per team, or "off"; and the
+    # most turns of one team waiting or running in one process (0: no bound).
+    bot_rate_user: str = "20/60"
+    bot_rate_team: str = "600/60"
+    bot_team_queue: int = Field(default=100, ge=0, le=100_000)
 
     # Files people share (bot.files): count, size and time limits; images as image parts.
     bot_max_files: int = Field(default=5, ge=1, le=50)
@@ -124,6 +130,12 @@ class Settings(BaseSettings):
         if any(not (p.isdigit() or p == "*") for p in parts):
             raise ValueError("must be comma-separated guild ids (numbers)")
         return ",".join(parts)
+
+    @field_validator("bot_rate_user", "bot_rate_team")
+    @classmethod
+    def _rate(cls, value: str) -> str:
+        Rate.parse(value)  # ValueError says what shape is expected
+        return value.strip()
 
     @field_validator("bot_log_level")
     @classmethod

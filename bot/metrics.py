@@ -124,6 +124,13 @@ DROPPED_MESSAGES = Counter(
     ["platform", "reason"],
     registry=REGISTRY,
 )
+TURNS_REFUSED = Counter(
+    "bot_turns_refused_total",
+    "Messages answered with a polite refusal instead of a turn, by platform and reason "
+    "(user_rate | team_rate | team_queue).",
+    ["platform", "reason"],
+    registry=REGISTRY,
+)
 
 
 def render() -> tuple[bytes, str]:

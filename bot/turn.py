@@ -28,6 +28,8 @@ from bot.messages import IncomingMessage, ReplySink
 from bot.model import ModelError, ModelResponse
 from bot.stores.protocols import FactStore, StoreUnavailable
 from bot.stores.records import NewMessage
+from bot.write_guard import WriteGuard
+from tools.registry import ToolRegistry
 from tools.types import ToolCallRecord, ToolCallRequest, ToolContext
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,8 @@ class Model(Protocol):
 
 class Toolbox(Protocol):
     """The tools offered in one turn (built-ins + the team's installed packs)."""
+
+    registry: ToolRegistry  # which tools write (bot.write_guard) and which only read
 
     def schemas(self) -> list[dict[str, Any]]: ...
 
@@ -187,6 +191,8 @@ class TurnRunner:
             speaker_name=msg.user_name,
             message_id=msg.message_id,
         )
+        # Shared files are untrusted content from the start (bot.write_guard).
+        guard = WriteGuard(msg.text, tainted=files is not None)
 
         for round_no in range(1, self.max_rounds + 2):
             final_round = round_no > self.max_rounds
@@ -229,7 +235,7 @@ class TurnRunner:
                     built = self.builder.build(view, current, tools_tokens=tools_tokens)
                     result.request_tokens[-1] = built.tokens
             if response.tool_calls and not final_round:
-                await self._tool_round(session, hot, response, toolbox, ctx, current, result)
+                await self._tool_round(session, hot, response, toolbox, ctx, current, result, guard)
                 continue
             reply = response.content.strip() or EMPTY_REPLY
             private = any(r.name in PRIVATE_TOOLS for r in result.tool_calls)
@@ -275,6 +281,7 @@ class TurnRunner:
         ctx: ToolContext,
         current: list[dict[str, Any]],
         result: TurnResult,
+        guard: WriteGuard,
     ) -> None:
         calls = response.tool_calls
         call_dicts = [
@@ -292,7 +299,20 @@ class TurnRunner:
         current.append(
             {"role": "assistant", "content": response.content or None, "tool_calls": call_dicts}
         )
-        records = await toolbox.run(list(calls), ctx)
+        blocked = {c.id for c in calls if guard.blocks(c, toolbox.registry)}
+        ran = iter(await toolbox.run([c for c in calls if c.id not in blocked], ctx))
+        records = [guard.refusal(c) if c.id in blocked else next(ran) for c in calls]
+        if blocked:
+            log.warning(
+                "write_tool_not_asked",
+                extra={
+                    "fields": {
+                        "turn_id": ctx.turn_id,
+                        "tools": sorted({c.name for c in calls if c.id in blocked}),
+                    }
+                },
+            )
+        guard.saw_results(records)
         result.tool_calls.extend(records)
         tool_msgs = [
             NewMessage(

@@ -60,6 +60,9 @@ async def make_app(
             "bot_data_dir": tmp_path / "data",
             "bot_model_retries": 1,
             "bot_model_timeout": 10.0,
+            # Tests send far faster than people type; tests of admission turn these back on.
+            "bot_rate_user": "off",
+            "bot_rate_team": "off",
         }
         values.update(overrides)
         settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]

@@ -54,7 +54,6 @@ class DiscordConfig:
     command_inline_seconds: float = 2.0  # answer a command inline if ready by then, else defer
     max_concurrent_turns: int = 256
     shutdown_grace_seconds: float = 20.0
-    max_file_bytes: int = 8 * 1024 * 1024
     max_ratelimit_timeout: float = 60.0  # longer rate-limit waits fail instead of hanging
 
     def threads_in(self, guild_id: str) -> bool:

@@ -160,7 +160,7 @@ class DiscordHandlers:
             message_id=str(message.id),
             user_name=message.author.display_name,
             is_dm=route.kind == "dm",
-            attachments=tuple(_attachment(a, self.config) for a in message.attachments),
+            attachments=tuple(_attachment(a) for a in message.attachments),
         )
         sink = DiscordReplySink(
             target=target,
@@ -191,11 +191,13 @@ class DiscordHandlers:
             return None
 
 
-def _attachment(item: discord.Attachment, config: DiscordConfig) -> Attachment:
-    """A shared file for the core: fetched (bounded) only if the turn needs it."""
+def _attachment(item: discord.Attachment) -> Attachment:
+    """A shared file for the core: fetched only if the turn needs it, and only when the size
+    Discord reports is within the core's limit (Discord's CDN serves exactly that many bytes;
+    a longer body is refused too)."""
 
     async def fetch(max_bytes: int) -> bytes:
-        limit = min(max_bytes, config.max_file_bytes)
+        limit = max_bytes
         if item.size > limit:
             raise AttachmentError(f"{item.filename} is too large ({item.size} bytes)")
         try:

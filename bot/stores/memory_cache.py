@@ -11,7 +11,7 @@ import contextlib
 import json
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -57,6 +57,20 @@ class MemoryCache:
 
     async def delete(self, key: str) -> None:
         self._values.pop(key, None)
+
+    async def incr(self, keys: Sequence[str], *, ttl: float) -> list[int]:
+        counts: list[int] = []
+        for key in keys:
+            raw = self._live(self._values, key)
+            if raw is None:
+                self._put(self._values, key, "1", ttl)
+                counts.append(1)
+                continue
+            count = int(json.loads(raw)) + 1
+            expires_at, _ = self._values[key]
+            self._values[key] = (expires_at, str(count))  # the window's expiry does not move
+            counts.append(count)
+        return counts
 
     async def set_nx(self, key: str, *, ttl: float) -> bool:
         ttl_ms(ttl)

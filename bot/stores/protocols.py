@@ -142,6 +142,10 @@ class Cache(Protocol):
     async def set_nx(self, key: str, *, ttl: float) -> bool:
         """True if this call created the key (first delivery), False if it already existed."""
 
+    async def incr(self, keys: Sequence[str], *, ttl: float) -> list[int]:
+        """Add one to each counter (created at 0 with `ttl` when missing) in one round trip;
+        returns the new values in order. Rate limits count with it."""
+
     def lock(self, key: str, *, ttl: float, wait: float) -> AbstractAsyncContextManager[None]:
         """An expiring lock; raises `LockTimeout` if not acquired within `wait` seconds.
 

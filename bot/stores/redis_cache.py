@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
@@ -94,6 +94,19 @@ class RedisCache:
         px = ttl_ms(ttl)
         with _unavailable("set_nx"):
             return bool(await self.client.set(self._key(key), b"1", nx=True, px=px))
+
+    async def incr(self, keys: Sequence[str], *, ttl: float) -> list[int]:
+        px = ttl_ms(ttl)
+        with _unavailable("incr"):
+            async with self.client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    full = self._key(key)
+                    # Created with its TTL only when missing, so a window never moves (works on
+                    # any Redis version, unlike PEXPIRE NX).
+                    pipe.set(full, 0, nx=True, px=px)
+                    pipe.incr(full)
+                results = await pipe.execute()
+        return [int(results[i]) for i in range(1, len(results), 2)]
 
     @asynccontextmanager
     async def lock(self, key: str, *, ttl: float, wait: float) -> AsyncIterator[None]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, TypeVar
 
@@ -102,6 +102,12 @@ class ResilientCache:
             return await self.fallback.set_nx(key, ttl=ttl)
         # A key first seen during the outage lives only in the fallback: still a duplicate.
         return bool(created) and await self.fallback.get_json(key) is None
+
+    async def incr(self, keys: Sequence[str], *, ttl: float) -> list[int]:
+        ok, counts = await self._try_primary(lambda c: c.incr(keys, ttl=ttl))
+        if ok and counts is not None:
+            return counts
+        return await self.fallback.incr(keys, ttl=ttl)  # per-process counts during an outage
 
     @asynccontextmanager
     async def lock(self, key: str, *, ttl: float, wait: float) -> AsyncIterator[None]:

@@ -189,3 +189,41 @@ async def test_shutdown_lets_an_answer_in_flight_finish(
     await h.task
     assert [m["content"] for m in fake_discord.bot_messages(dm)] == ["echo: slow one"]
     assert fake_discord.connected == 0
+
+
+async def test_a_lost_response_to_a_create_is_retried_without_a_duplicate(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any
+) -> None:
+    """Discord made the message but the answer was a 502: discord.py retries the same request,
+    and its nonce (enforce_nonce) makes Discord return the first message instead of a second."""
+    ada = fake_discord.add_user("Ada")
+    dm = fake_discord.dm_channel(ada)
+    h = await start_discord(await make_app())
+    fake_discord.fail_next("POST", rf"/channels/{dm}/messages$", status=502, after=True)
+    await fake_discord.user_says(dm, ada, "answer once")
+    await fake_discord.wait_for(
+        lambda: len(fake_discord.calls_to("POST", rf"/channels/{dm}/messages$")) >= 2
+    )
+    await h.idle()
+    posts = fake_discord.calls_to("POST", rf"/channels/{dm}/messages$")
+    assert [c.status for c in posts] == [502, 200]
+    assert posts[0].body["nonce"] == posts[1].body["nonce"]
+    assert [m["content"] for m in fake_discord.bot_messages(dm)] == ["ok: answer once"]
+
+
+async def test_a_429_on_an_edit_still_ends_with_the_final_text(
+    fake_discord: FakeDiscord, start_discord: StartDiscord
+) -> None:
+    from tests.slack.echo_core import EchoCore
+
+    ada = fake_discord.add_user("Ada")
+    dm = fake_discord.dm_channel(ada)
+    words = [f"part{i} " for i in range(12)]
+    core = EchoCore(reply="".join(words).strip(), draft=words, delta_pause=0.1)
+    h = await start_discord(core, first_edit_chars=10)
+    fake_discord.fail_next("PATCH", rf"/channels/{dm}/messages/\d+$", status=429, retry_after=0.3)
+    await fake_discord.user_says(dm, ada, "go")
+    await fake_discord.wait_for(lambda: bool(fake_discord.bot_messages(dm)))
+    await h.idle()
+    assert [m["content"] for m in fake_discord.bot_messages(dm)] == ["".join(words).strip()]
+    assert 429 in [c.status for c in fake_discord.calls_to("PATCH", r"/messages/")]

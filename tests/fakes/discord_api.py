@@ -17,7 +17,8 @@ Discord rejects:
   (a second response is 400 40060, a response after the 3-second window is 404 10062),
   follow-ups and edits of the original response through the webhook routes.
 - Faults: `fail_next(method, pattern, status=429, retry_after=...)` answers the next matching
-  request with a rate limit (nothing is created) so the client's retry is observable.
+  request with a rate limit (nothing is created) so the client's retry is observable;
+  `after=True` does the work first and then answers with the error (a lost response).
 
 Every REST request is recorded (`calls`) with its time, so tests check edit rates and deferral
 timing with their own clock.
@@ -82,6 +83,7 @@ class Fault:
     status: int
     retry_after: float
     remaining: int = 1
+    after: bool = False  # do what was asked, then answer with the error (a lost response)
 
 
 @dataclass
@@ -294,10 +296,12 @@ class FakeDiscord:
         status: int = 429,
         retry_after: float = 0.05,
         times: int = 1,
+        after: bool = False,
     ) -> None:
         """Answer the next `times` requests matching `method` and the path regex with `status`
-        (a rate limit with `retry_after` by default); nothing they asked for happens."""
-        self.faults.append(Fault(method, re.compile(pattern), status, retry_after, times))
+        (a rate limit with `retry_after` by default); nothing they asked for happens, unless
+        `after`: then it is done and only the answer is an error (a response lost on the way)."""
+        self.faults.append(Fault(method, re.compile(pattern), status, retry_after, times, after))
 
     def attachment(
         self, name: str, data: bytes, content_type: str = "text/plain"
@@ -603,9 +607,14 @@ class FakeDiscord:
         call.status = response.status
         return response
 
-    def _fault(self, method: str, path: str) -> web.Response | None:
+    def _fault(self, method: str, path: str, *, after: bool = False) -> web.Response | None:
         for fault in self.faults:
-            if fault.remaining > 0 and fault.method == method and fault.pattern.search(path):
+            if (
+                fault.remaining > 0
+                and fault.after == after
+                and fault.method == method
+                and fault.pattern.search(path)
+            ):
                 fault.remaining -= 1
                 if fault.status == 429:
                     return _json(
@@ -643,6 +652,18 @@ class FakeDiscord:
         fault = self._fault(method, path)
         if fault is not None:
             return fault
+        response = await self._serve(request, method, path, body, files)
+        lost = self._fault(method, path, after=True)
+        return lost if lost is not None and response.status < 300 else response
+
+    async def _serve(
+        self,
+        request: web.Request,
+        method: str,
+        path: str,
+        body: Any,
+        files: list[tuple[str, bytes]],
+    ) -> web.Response:
         webhook = re.fullmatch(r"/(interactions|webhooks)/(\d+)/([^/]+)(/.*)?", path)
         if webhook is None:
             if request.headers.get("Authorization") != f"Bot {self.token}":

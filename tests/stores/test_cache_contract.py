@@ -120,3 +120,15 @@ async def test_locks_do_not_collide_with_values(cache: Cache) -> None:
 
 async def test_ping(cache: Cache) -> None:
     assert await cache.ping()
+
+
+async def test_incr_counts_per_key_in_a_fixed_window(cache: Cache) -> None:
+    assert await cache.incr(["rate:a", "rate:b"], ttl=1.0) == [1, 1]
+    assert await cache.incr(["rate:a"], ttl=1.0) == [2]
+    results = await asyncio.gather(*(cache.incr(["rate:a", "rate:b"], ttl=1.0) for _ in range(5)))
+    assert sorted(r[0] for r in results) == [3, 4, 5, 6, 7]
+    assert sorted(r[1] for r in results) == [2, 3, 4, 5, 6]
+    await asyncio.sleep(0.6)
+    assert await cache.incr(["rate:a"], ttl=1.0) == [8]  # does not push the expiry back
+    await asyncio.sleep(0.6)
+    assert await cache.incr(["rate:a"], ttl=1.0) == [1]
