@@ -11,10 +11,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from bot import tracing
 from bot.commands import CommandHandler
 from bot.config import Settings
 from bot.core import CommandReply, CommandRequest
@@ -22,7 +23,9 @@ from bot.files.intake import FileLimits, too_many_files_reply
 from bot.files.vision import Vision
 from bot.keys import SessionKey
 from bot.memory.context import ContextBuilder
+from bot.memory.reconcile import Reconciler
 from bot.memory.session import CompressionPolicy, SessionMemory
+from bot.memory.structured import JsonAsker
 from bot.messages import IncomingMessage, ReplySink
 from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient, ModelError
@@ -33,6 +36,12 @@ from bot.tokens import TokenCounter
 from bot.toolbox import ToolboxFactory, pack_catalog
 from bot.turn import STORE_DOWN_REPLY, Model, TurnResult, TurnRunner
 from tools.keylocks import KeyLocks
+
+if TYPE_CHECKING:
+    from bot.memory.consolidation import MemorySink
+    from bot.memory.index_tiers import IndexMemories
+    from bot.memory.nightly import NightlySchedule
+    from bot.stores.memory_index import MemoryIndex
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +86,12 @@ class BotApp:
             CompressionPolicy.for_budget(budget, reply_tokens),
             idle_ttl=settings.bot_session_ttl,
         )
-        self.toolboxes = ToolboxFactory(settings, store=store, cache=cache)
+        self.reconciler = Reconciler(
+            store, JsonAsker(MeteredModel(self.summary_model, "memory"), max_tokens=400)
+        )
+        self.toolboxes = ToolboxFactory(
+            settings, store=store, cache=cache, reconciler=self.reconciler
+        )
         self.limiter = TurnLimiter(
             cache,
             per_user=Rate.parse(settings.bot_rate_user),
@@ -110,6 +124,9 @@ class BotApp:
         self.session_locks: KeyLocks[str] = KeyLocks()  # in-process, by session id
         self._bg = _Background(set(), {})
         self._summary_format = 0  # index of the structured-output form the server accepts
+        self.nightly: NightlySchedule | None = None  # started by start()
+        self.memory_sink: MemorySink | None = None  # where consolidated memories go
+        self.memory_index: MemoryIndex | None = None  # closed with the app
 
     # BotCore ---------------------------------------------------------------------------------
 
@@ -182,14 +199,33 @@ class BotApp:
         """Start background jobs for a long-running surface (`bot slack`, `bot discord` call
         this through `adapters.common.startup.running_core`; `bot chat` does not). The nightly
         consolidation (BOT_CONSOLIDATE_CRON) is started here; `close()` stops what it started."""
+        from bot.memory.nightly import NightlySchedule
+
+        if self.nightly is None:
+            self.nightly = NightlySchedule(self)
+            self.nightly.start()
+
+    def attach_memory_tier(self, tier: IndexMemories, index: MemoryIndex) -> None:
+        """Consolidated memories go to `tier`; `/memory forget all` erases from it too."""
+        self.memory_sink = tier
+        self.commands.eraser.tiers.append(tier)
+        self.memory_index = index
+
+    def lock_session(self, session: SessionKey) -> AbstractAsyncContextManager[None]:
+        """The per-session turn lock (erasure and consolidation write under it too)."""
+        return self._session_turn(session)
 
     async def close(self) -> None:
+        if self.nightly is not None:
+            await self.nightly.stop()
         await self.drain(within=30.0)
         await self.toolboxes.close()
         await self.model.close()
         if self.summary_model is not self.model:
             await self.summary_model.close()
         await self.cache.close()
+        if self.memory_index is not None:
+            await self.memory_index.close()
         await self.store.close()
 
     # ordering --------------------------------------------------------------------------------
@@ -264,6 +300,10 @@ async def build_app(settings: Settings, *, cache: Cache | None = None) -> BotApp
     app here). `cache`: an already-open cache to use instead of the one the settings name."""
     api_key = settings.require_openai_key()
     try:
+        tracing.configure(settings.bot_tracing)
+    except tracing.TracingUnavailable as exc:
+        raise StartupError(str(exc)) from None
+    try:
         store = await open_store(
             mongodb_uri=settings.mongodb_uri,
             mongodb_db=settings.mongodb_db,
@@ -284,4 +324,12 @@ async def build_app(settings: Settings, *, cache: Cache | None = None) -> BotApp
         timeout=settings.bot_model_timeout,
         max_retries=settings.bot_model_retries,
     )
-    return BotApp(settings, store=store, cache=cache, model=model)
+    app = BotApp(settings, store=store, cache=cache, model=model)
+    try:
+        from bot.memory.index_tiers import attach_memory_index
+
+        await attach_memory_index(app, data_dir=settings.bot_data_dir)
+    except Exception as exc:
+        await app.close()
+        raise StartupError(f"cannot open the memory index: {exc}") from None
+    return app

@@ -35,12 +35,14 @@ HELP = {
     "chat": "talk to the bot in the terminal (reads stdin lines when piped)",
     "slack": "run the Slack app (Socket Mode if SLACK_APP_TOKEN is set, else HTTP)",
     "discord": "run the Discord bot (DISCORD_TOKEN)",
-    "consolidate": "long-term memory consolidation (not in this version yet)",
-    "consolidate --now": "run the consolidation at once (not in this version yet)",
+    "consolidate": "long-term memory consolidation: when the next nightly run is",
+    "consolidate --now": "run the consolidation now (progress bar, or one line per session)",
     "doctor": "check configuration and reach each configured service",
+    "memory": "long-term memory tools (audit)",
+    "memory audit": "scan every store the bot writes for a phrase and a person's records",
     "orders-demo": "serve the reference order service over a JSON file",
 }
-NOT_BUILT = {"consolidate": "long-term memory consolidation is not part of this version yet"}
+NOT_BUILT: dict[str, str] = {}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,6 +59,13 @@ def _parser() -> argparse.ArgumentParser:
     cons = sub.add_parser("consolidate", help=HELP["consolidate"], description=HELP["consolidate"])
     cons.add_argument("--now", action="store_true", help=HELP["consolidate --now"])
     sub.add_parser("doctor", help=HELP["doctor"], description=HELP["doctor"])
+    memory = sub.add_parser("memory", help=HELP["memory"], description=HELP["memory"])
+    memory_sub = memory.add_subparsers(dest="memory_command", required=True)
+    aud = memory_sub.add_parser(
+        "audit", help=HELP["memory audit"], description=HELP["memory audit"]
+    )
+    aud.add_argument("--user", required=True, help="PLATFORM:TEAM:USER, e.g. slack:T123:U456")
+    aud.add_argument("--text", required=True, help="the phrase to look for")
     demo = sub.add_parser("orders-demo", help=HELP["orders-demo"], description=HELP["orders-demo"])
     demo.add_argument("--data", required=True, help="JSON file of orders keyed by order id")
     demo.add_argument("--port", type=_port, default=8081)
@@ -95,13 +104,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_chat(settings, args))
         if args.command == "doctor":
             return asyncio.run(_doctor(settings))
+        if args.command == "memory":
+            from bot.memory.audit_cli import run_audit
+
+            return asyncio.run(run_audit(settings, args.user, args.text))
         if args.command in PLATFORMS:
             return asyncio.run(_platform(args.command, settings))
+        if args.command == "consolidate":
+            return asyncio.run(_consolidate(settings, now=args.now))
     except ConfigError as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:
         return 130
     return _fail(f"unknown command {args.command}")
+
+
+async def _consolidate(settings: Settings, *, now: bool) -> int:
+    from bot.memory.consolidate_cli import print_schedule, run_now
+
+    if not now:
+        return print_schedule(settings)
+    app = await _open_app(settings)
+    try:
+        return await run_now(app)
+    finally:
+        await app.close()
 
 
 async def _open_app(settings: Settings) -> BotApp:

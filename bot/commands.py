@@ -7,18 +7,17 @@ only to the person who ran the command.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import shlex
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 
 from bot.core import CommandReply, CommandRequest
 from bot.keys import PersonKey, SessionKey, TeamKey
+from bot.memory.erasure import Eraser, ErasureCounts, counts_of
+from bot.memory.show import render_facts
 from bot.secrets import SecretBox
 from bot.stores.protocols import Store
-from bot.stores.records import SessionState
 from tools.packs import PackConfigError, parse_settings
 
 log = logging.getLogger(__name__)
@@ -32,14 +31,6 @@ TOOLS_HELP = (
     "Usage: `/tools` lists the tool packs installed here; admins can run "
     "`/tools install <pack> [key=value ...]` and `/tools remove <pack>`."
 )
-
-
-@dataclass(frozen=True)
-class ErasureCounts:
-    facts: int = 0
-    messages: int = 0
-    tool_calls: int = 0
-    summaries: int = 0
 
 
 class PackCatalog:
@@ -77,6 +68,7 @@ class CommandHandler:
         self.on_erased = on_erased  # drops hot caches of sessions whose data changed
         self.box = box  # BOT_SECRET_KEY set: pack secrets are stored sealed
         self.lock_session = lock_session  # the turns' per-session lock (see forget_all)
+        self.eraser = Eraser(store, lock_session=lock_session, on_erased=on_erased)
 
     async def handle(self, req: CommandRequest) -> CommandReply:
         words = req.text.strip().split()
@@ -96,14 +88,19 @@ class CommandHandler:
         person = PersonKey(req.platform, req.team, req.user)
         if not words or words == ["show"] or words == ["list"]:
             return await self._show(person)
+        if words in (["show", "history"], ["history"], ["show", "history:true"]):
+            return await self._show(person, history=True)
         if words[0] == "forget" and len(words) == 2:
             if words[1] == "all":
-                counts = await self.forget_all(person)
+                receipt = await self.eraser.forget_all(person, requested_by=req.platform)
+                counts = counts_of(receipt)
                 return CommandReply(
                     "Done. I erased everything I held about you: "
-                    f"{counts.facts} fact(s), {counts.messages} message(s) from your conversations "
-                    f"(yours and my answers to them), {counts.tool_calls} tool call record(s), "
-                    f"and {counts.summaries} conversation summary(ies) that drew on them."
+                    f"{counts.facts} fact(s) (every version), {counts.messages} message(s) from "
+                    f"your conversations (yours and my answers to them), {counts.tool_calls} "
+                    f"tool call record(s), {counts.memories} long-term memory(ies), and "
+                    f"{counts.summaries} conversation summary(ies) that drew on them. "
+                    f"Receipt: `{receipt.id}` (it keeps the date and these counts, no content)."
                 )
             fact_id = words[1].strip("`")
             if await self.store.delete_fact(person, fact_id):
@@ -114,79 +111,14 @@ class CommandHandler:
             )
         return CommandReply(MEMORY_HELP, ok=False)
 
-    async def _show(self, person: PersonKey) -> CommandReply:
-        facts = await self.store.list_facts(person)
-        if not facts:
-            return CommandReply("I don't remember anything about you yet.")
-        lines = [f"• `{f.id}` {f.text} — _{f.source}, {f.created_at:%Y-%m-%d}_" for f in facts]
-        return CommandReply(
-            "Here is what I remember about you:\n"
-            + "\n".join(lines)
-            + "\nErase one with `/memory forget <id>`, or everything with `/memory forget all`."
-        )
+    async def _show(self, person: PersonKey, *, history: bool = False) -> CommandReply:
+        facts = await self.store.list_facts(person, history=history)
+        return CommandReply(render_facts(facts, history=history))
 
-    async def forget_all(self, person: PersonKey) -> ErasureCounts:
-        """Erase the person's facts, turns, tool-call logs and summaries drawn from their turns.
-
-        Turns and summaries run concurrently with this, so: each affected session is scrubbed
-        under its session lock (a turn in flight there finishes first, and its cached copy of the
-        history is dropped after it), its state's `erasures` counter is bumped (a summary folded
-        from pre-erasure messages then refuses to write), and a second pass erases whatever such
-        in-flight turns stored meanwhile.
-        """
-        facts = messages = calls = summaries = 0
-        scrubbed: set[str] = set()
-        for _pass in range(2):
-            sessions = await self.store.sessions_of_speaker(person)
-            facts += await self.store.delete_all_facts(person)
-            messages += await self.store.delete_speaker(person)
-            calls += await self.store.delete_speaker_calls(person)
-            for session_id in sessions:
-                if session_id in scrubbed:
-                    continue
-                try:
-                    key = SessionKey.parse(session_id)
-                except ValueError:
-                    continue
-                scrubbed.add(session_id)
-                async with self._locked(key):
-                    summaries += await self._scrub_session(key, person)
-                    if self.on_erased is not None:
-                        await self.on_erased([session_id])
-        await self.store.compact()
-        log.info(
-            "memory_erased",
-            extra={
-                "fields": {
-                    "person": person.id,
-                    "facts": facts,
-                    "messages": messages,
-                    "tool_calls": calls,
-                    "summaries": summaries,
-                }
-            },
-        )
-        return ErasureCounts(facts, messages, calls, summaries)
-
-    def _locked(self, session: SessionKey) -> AbstractAsyncContextManager[None]:
-        return self.lock_session(session) if self.lock_session else contextlib.nullcontext()
-
-    async def _scrub_session(self, key: SessionKey, person: PersonKey) -> int:
-        """Bump the erasure counter; drop the summary if it drew on this person. 1 if dropped."""
-        for _ in range(5):  # optimistic concurrency: re-read on conflict
-            state = await self.store.get_state(key) or SessionState(session=key.id)
-            state.erasures += 1
-            dropped = person.id in state.summary_speakers or any(
-                p.speaker == person.id for p in state.pinned
-            )
-            if dropped:
-                # The summary mixes everyone's turns; it cannot be edited reliably, so it goes.
-                state.summary = ""
-                state.summary_speakers = []
-                state.pinned = [p for p in state.pinned if p.speaker not in ("", person.id)]
-            if await self.store.put_state(key, state):
-                return int(dropped)
-        raise RuntimeError(f"session state of {key.id} kept changing during an erasure")
+    async def forget_all(self, person: PersonKey, *, requested_by: str = "") -> ErasureCounts:
+        """Erase everything about the person in every tier (see `bot.memory.erasure`)."""
+        receipt = await self.eraser.forget_all(person, requested_by=requested_by)
+        return counts_of(receipt)
 
     # /tools ----------------------------------------------------------------------------------
 

@@ -40,6 +40,8 @@ class Settings(BaseSettings):
     # most turns of one team waiting or running in one process (0: no bound).
     bot_rate_user: str = "20/60"
     bot_rate_team: str = "600/60"
+    # OpenTelemetry traces (bot.tracing; the `otel` extra): off | console | otlp.
+    bot_tracing: str = Field(default="off", pattern="^(off|console|otlp)$")
     bot_team_queue: int = Field(default=100, ge=0, le=100_000)
 
     # Files people share (bot.files): count, size and time limits; images as image parts.
@@ -80,6 +82,11 @@ class Settings(BaseSettings):
     geocoding_api_url: str = "https://geocoding-api.open-meteo.com/v1/search"
 
     bot_admins: str = ""
+    # Long-term consolidation (bot.memory.consolidation): when, how wide, how costly; retention.
+    bot_consolidate_cron: str = "0 3 * * *"
+    bot_consolidate_concurrency: int = Field(default=4, ge=1, le=64)
+    bot_consolidate_max_tokens: int = Field(default=2_000_000, ge=1000)
+    bot_retention_days: int | None = Field(default=None, ge=1)
     # Encrypts tool-pack secrets and Slack installations at rest (see bot.secrets); unset = plain.
     bot_secret_key: SecretStr | None = None
     bot_log_level: str | None = (
@@ -135,6 +142,22 @@ class Settings(BaseSettings):
     @classmethod
     def _rate(cls, value: str) -> str:
         Rate.parse(value)  # ValueError says what shape is expected
+        return value.strip()
+
+    @field_validator("bot_retention_days", mode="before")
+    @classmethod
+    def _blank_retention(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("bot_consolidate_cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        from apscheduler.triggers.cron import CronTrigger
+
+        try:
+            CronTrigger.from_crontab(value.strip(), timezone="UTC")
+        except ValueError as exc:
+            raise ValueError(f"not a 5-field cron expression ({exc})") from None
         return value.strip()
 
     @field_validator("bot_log_level")

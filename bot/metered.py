@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from bot import tracing
 from bot.metrics import ERRORS, MODEL_LATENCY, MODEL_TOKENS, TOOL_CALLS, TURN_LATENCY, TURNS
 from bot.model import ModelError, ModelResponse
 from bot.turn import Model, TurnResult
@@ -32,19 +33,30 @@ class MeteredModel:
         temperature: float | None = None,
         tool_choice: str | None = None,
     ) -> ModelResponse:
-        try:
-            response = await self.client.complete(
-                messages,
-                tools=tools,
-                on_delta=on_delta,
-                response_format=response_format,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                tool_choice=tool_choice,
-            )
-        except ModelError as err:
-            ERRORS.labels("model", err.kind).inc()
-            raise
+        with tracing.span(f"model.{self.kind}", {"messages": len(messages)}) as current:
+            try:
+                response = await self.client.complete(
+                    messages,
+                    tools=tools,
+                    on_delta=on_delta,
+                    response_format=response_format,
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    tool_choice=tool_choice,
+                )
+            except ModelError as err:
+                ERRORS.labels("model", err.kind).inc()
+                tracing.set_attributes(current, {"error.kind": err.kind})
+                raise
+            if response.usage is not None:
+                tracing.set_attributes(
+                    current,
+                    {
+                        "tokens.prompt": response.usage.prompt_tokens,
+                        "tokens.completion": response.usage.completion_tokens,
+                        "tool_calls": len(response.tool_calls),
+                    },
+                )
         MODEL_LATENCY.labels(self.kind).observe(response.duration_ms / 1000)
         if response.usage is not None:
             MODEL_TOKENS.labels(self.kind, "prompt").inc(response.usage.prompt_tokens)

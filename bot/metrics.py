@@ -136,3 +136,34 @@ TURNS_REFUSED = Counter(
 def render() -> tuple[bytes, str]:
     """The registry in Prometheus text format, and the content type to serve it with."""
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+# The nightly consolidation (bot.memory.consolidation).
+CONSOLIDATION_RUNS = Counter(
+    "bot_consolidation_runs_total",
+    "Consolidation runs by result (ok | capped: stopped at the token cap | busy: lease held).",
+    ["result"],
+    registry=REGISTRY,
+)
+CONSOLIDATION_SESSIONS = Counter(
+    "bot_consolidation_sessions_total",
+    "Sessions consolidated.",
+    registry=REGISTRY,
+)
+CONSOLIDATION_CANDIDATES = Counter(
+    "bot_consolidation_candidates_total",
+    "Fact candidates of the consolidation by outcome (ADD | UPDATE | DELETE | NOOP | REJECT).",
+    ["outcome"],
+    registry=REGISTRY,
+)
+CONSOLIDATION_TOKENS = Counter(
+    "bot_consolidation_tokens_total",
+    "Model tokens spent by the consolidation.",
+    registry=REGISTRY,
+)
+CONSOLIDATION_SECONDS = Histogram(
+    "bot_consolidation_duration_seconds",
+    "Wall time of one consolidation run.",
+    buckets=(1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 14400.0),
+    registry=REGISTRY,
+)

@@ -16,6 +16,7 @@ import httpx
 from bot.commands import PackCatalog
 from bot.config import Settings
 from bot.keys import SessionKey, TeamKey
+from bot.memory.reconcile import Reconciler
 from bot.memory.remember import remember
 from bot.secrets import SecretBox, SecretsUnavailable, open_value
 from bot.stores.protocols import Cache, Store
@@ -50,6 +51,7 @@ class ToolboxFactory:
         store: Store,
         cache: Cache,
         config: ExecutorConfig | None = None,
+        reconciler: Reconciler | None = None,
     ) -> None:
         self.store = store
         self.box = SecretBox.from_settings(settings)  # None: secrets are stored in plain text
@@ -60,7 +62,8 @@ class ToolboxFactory:
             geocoding_api_url=settings.geocoding_api_url,
         )
         self.executor = ToolExecutor(config, idempotency=cache, on_record=self._record)
-        self.base = ToolRegistry([remember.bind(facts=store)])
+        self.reconciler = reconciler or Reconciler(store)  # rules only without a model
+        self.base = ToolRegistry([remember.bind(reconciler=self.reconciler)])
 
     async def for_team(self, team: TeamKey) -> Toolbox:
         tools = []

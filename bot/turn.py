@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bot import tracing
 from bot.files.intake import FileLimits
 from bot.files.prepare import FileInput, prepare_files
 from bot.files.vision import Vision
@@ -110,6 +111,33 @@ class TurnRunner:
         self.vision = vision or Vision("off", "")
 
     async def run(self, msg: IncomingMessage, toolbox: Toolbox, sink: ReplySink) -> TurnResult:
+        with tracing.span("turn", {"session": msg.session.id, "platform": msg.platform}) as current:
+            result = await self._traced(msg, toolbox, sink)
+            tracing.set_attributes(
+                current,
+                {
+                    "turn_id": result.turn_id,
+                    "outcome": result.outcome,
+                    "rounds": result.rounds,
+                    "tool_calls": len(result.tool_calls),
+                },
+            )
+            trace = tracing.trace_id(current)
+        fields: dict[str, Any] = {
+            "turn_id": result.turn_id,
+            "session": msg.session.id,
+            "outcome": result.outcome,
+            "rounds": result.rounds,
+            "tool_calls": len(result.tool_calls),
+            "duration_ms": result.duration_ms,
+            "max_request_tokens": max(result.request_tokens, default=0),
+        }
+        if trace is not None:
+            fields["trace_id"] = trace
+        log.info("turn", extra={"fields": fields})
+        return result
+
+    async def _traced(self, msg: IncomingMessage, toolbox: Toolbox, sink: ReplySink) -> TurnResult:
         started = time.perf_counter()
         result = TurnResult(turn_id="t_" + uuid.uuid4().hex[:16], reply="", outcome="error")
         try:
@@ -135,20 +163,6 @@ class TurnRunner:
             await sink.finish(result.reply, error=failed)
         except Exception:
             log.exception("sink_finish_failed", extra={"fields": {"turn_id": result.turn_id}})
-        log.info(
-            "turn",
-            extra={
-                "fields": {
-                    "turn_id": result.turn_id,
-                    "session": msg.session.id,
-                    "outcome": result.outcome,
-                    "rounds": result.rounds,
-                    "tool_calls": len(result.tool_calls),
-                    "duration_ms": result.duration_ms,
-                    "max_request_tokens": max(result.request_tokens, default=0),
-                }
-            },
-        )
         return result
 
     async def _run(
@@ -173,7 +187,7 @@ class TurnRunner:
             name=msg.user_name,
             meta=meta,
         )
-        await self.memory.append(session, hot, [user_msg])
+        (stored_user,) = await self.memory.append(session, hot, [user_msg])
         view = MemoryView(
             speaker_facts=facts,
             pinned=hot.state.pinned,
@@ -190,6 +204,7 @@ class TurnRunner:
             turn_id=turn_id,
             speaker_name=msg.user_name,
             message_id=msg.message_id,
+            message_ref=f"{session.id}#{stored_user.seq}",
         )
         # Shared files are untrusted content from the start (bot.write_guard).
         guard = WriteGuard(msg.text, tainted=files is not None)
@@ -300,6 +315,7 @@ class TurnRunner:
             {"role": "assistant", "content": response.content or None, "tool_calls": call_dicts}
         )
         blocked = {c.id for c in calls if guard.blocks(c, toolbox.registry)}
+        started_ns = tracing.now_ns()
         ran = iter(await toolbox.run([c for c in calls if c.id not in blocked], ctx))
         records = [guard.refusal(c) if c.id in blocked else next(ran) for c in calls]
         if blocked:
@@ -313,6 +329,18 @@ class TurnRunner:
                 },
             )
         guard.saw_results(records)
+        for r in records:
+            tracing.record_span(
+                f"tool {r.name[:64]}",
+                started_ns=started_ns,
+                duration_ms=r.duration_ms,
+                attributes={
+                    "tool.call_id": r.call_id,
+                    "tool.tool_call_id": r.tool_call_id[:128],
+                    "tool.outcome": r.outcome,
+                    "tool.attempts": r.attempts,
+                },
+            )
         result.tool_calls.extend(records)
         tool_msgs = [
             NewMessage(

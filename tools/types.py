@@ -45,6 +45,7 @@ class ToolContext:
     turn_id: str = ""  # the turn these calls belong to (ties stored facts to their source)
     speaker_name: str | None = None  # display name, when the platform gave one
     message_id: str | None = None  # the platform's id of the message that started the turn
+    message_ref: str = ""  # the stored message this turn answers ("<session id>#<seq>")
 
 
 @dataclass(slots=True)

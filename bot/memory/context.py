@@ -19,6 +19,7 @@ from typing import Any
 
 from bot.memory.prompts import SYSTEM_PROMPT
 from bot.memory.render import group_turns, is_private_turn, render_group
+from bot.memory.tags import tag_recalled
 from bot.stores.records import Fact, PinnedFact, StoredMessage
 from bot.tokens import REPLY_PRIMER, TokenCounter
 
@@ -50,7 +51,7 @@ def memory_note(view: MemoryView) -> str:
     parts: list[str] = []
     if view.speaker_facts:
         lines = "\n".join(f"- {f.text}" for f in view.speaker_facts)
-        parts.append(f"What the person you are answering asked you to remember:\n{lines}")
+        parts.append("What you know about the person you are answering:\n" + tag_recalled(lines))
     if view.pinned:
         lines = "\n".join(f"- {p.text}" for p in view.pinned)
         parts.append(f"Key facts of this conversation:\n{lines}")

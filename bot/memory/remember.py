@@ -3,9 +3,13 @@
 The speaker comes from the ToolContext the turn built (platform + team + user), never from the
 model's arguments, so the model cannot file a fact under someone else.
 
-It is not declared `write=True`: storing is idempotent in the store itself (the same text for the
-same person returns the fact already stored), and the executor's replay cache would go stale
-after `/memory forget` (asking to remember the same thing again must store it again).
+The fact is reconciled against the person's live facts (`bot.memory.reconcile`): a new subject is
+added, a fact on a known subject replaces the old version (kept in history), a repeat changes
+nothing. `topic` names the subject when the model knows it.
+
+It is not declared `write=True`: reconciling is idempotent (the same fact again is a NOOP), and
+the executor's replay cache would go stale after `/memory forget` (asking to remember the same
+thing again must store it again).
 """
 
 from __future__ import annotations
@@ -15,8 +19,8 @@ from typing import Annotated
 from pydantic import Field
 
 from bot.keys import PersonKey, SessionKey
+from bot.memory.reconcile import Candidate, Reconciler
 from bot.stores.ids import normalize_fact
-from bot.stores.protocols import FactStore
 from tools.declare import Injected, tool
 from tools.errors import ToolBusinessError
 from tools.types import ToolContext
@@ -26,11 +30,12 @@ MAX_FACT_CHARS = 500
 
 @tool(
     name="remember",
-    timeout=10.0,
+    timeout=20.0,
     description=(
         "Store a fact about the person you are talking to, so you remember it in later "
         "conversations anywhere. Call it when they ask you to remember something (a preference, "
-        "an allergy, a standing instruction). Write the fact as a short sentence about them."
+        "an allergy, a standing instruction). Write the fact as a short sentence about them. "
+        "A new fact on a subject already known replaces the old one (history is kept)."
     ),
 )
 async def remember(
@@ -38,7 +43,17 @@ async def remember(
         str, Field(description="The fact, as a short sentence, e.g. 'Prefers tea over coffee.'")
     ],
     ctx: ToolContext,
-    facts: Injected[FactStore],
+    reconciler: Injected[Reconciler],
+    topic: Annotated[
+        str | None,
+        Field(
+            description=(
+                "The subject, as a short snake_case key (diet, allergy, home_city, "
+                "preferred_units...), so a later fact on it replaces this one"
+            ),
+            max_length=64,
+        ),
+    ] = None,
 ) -> dict[str, object]:
     text = " ".join(fact.split())
     if not normalize_fact(text):
@@ -46,11 +61,23 @@ async def remember(
     if len(text) > MAX_FACT_CHARS:
         raise ToolBusinessError(f"the fact is too long (over {MAX_FACT_CHARS} characters)")
     person = PersonKey.parse(ctx.speaker_id)  # ValueError: a caller bug, logged as unexpected
-    stored = await facts.add_fact(
+    decision = await reconciler.reconcile(
         person,
-        text,
-        source="user",
-        session=SessionKey.parse(ctx.session_id),
-        source_ref=ctx.turn_id or None,
+        Candidate(
+            text=text,
+            key=topic,
+            source="user",
+            explicit=True,
+            session=SessionKey.parse(ctx.session_id),
+            source_ref=ctx.turn_id or None,
+            source_messages=(ctx.message_ref,) if ctx.message_ref else (),
+        ),
     )
-    return {"stored": True, "id": stored.id, "fact": stored.text}
+    out: dict[str, object] = {"outcome": decision.outcome.lower()}
+    if decision.fact is not None:
+        out.update(stored=True, id=decision.fact.id, fact=decision.fact.text)
+    else:
+        out["stored"] = False
+    if decision.closed is not None:
+        out["replaced"] = decision.closed.text
+    return out

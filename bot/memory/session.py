@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from bot import metrics
+from bot import metrics, tracing
 from bot.keys import SessionKey
 from bot.memory.prompts import SUMMARY_SCHEMA, SUMMARY_SYSTEM
 from bot.memory.render import group_turns, is_private_turn, transcript_line
@@ -148,7 +148,8 @@ class SessionMemory:
         for msg in messages:
             if not msg.tokens:
                 msg.tokens = self.counter.count(msg.content)
-        stored = await self.store.append(session, messages)
+        with tracing.span("store.append", {"messages": len(messages)}):
+            stored = await self.store.append(session, messages)
         hot.tail.extend(stored)
         await self._save_tail(session, hot.tail)
         return stored

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from bot.stores.records import (
     SCHEMA_VERSION,
+    Fact,
     StoredMessage,
     ToolCallLog,
     utcnow,
@@ -44,7 +45,9 @@ def upgrade(model: type[BaseModel], doc: Mapping[str, Any]) -> Doc:
     """Bring a stored document to `SCHEMA_VERSION` (a missing version means 0, pre-versioning)."""
     out = dict(doc)
     version = int(out.get("schema_version") or 0)
-    while version < SCHEMA_VERSION:
+    field = model.model_fields.get("schema_version")
+    target = field.default if field is not None else SCHEMA_VERSION  # a record may run ahead
+    while version < target:
         step = _STEPS.get((model, version))
         if step is not None:
             out = step(out)
@@ -89,4 +92,16 @@ def _message_v0(doc: Doc) -> Doc:
 @upgrade_step(ToolCallLog, 0)
 def _call_v0(doc: Doc) -> Doc:
     doc.setdefault("result_size", 0)
+    return doc
+
+
+# --- Fact 1 -> 2: versions, subjects and source message ids -----------------------------------
+
+
+@upgrade_step(Fact, 1)
+def _fact_v1(doc: Doc) -> Doc:
+    if doc.get("source") == "consolidation":
+        doc["source"] = "inferred"
+    if doc.get("valid_from") is None and doc.get("created_at") is not None:
+        doc["valid_from"] = doc["created_at"]
     return doc

@@ -39,19 +39,12 @@ from pymongo.errors import (
 
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.stores import codec
-from bot.stores.ids import (
-    FACT_ID_ATTEMPTS,
-    canonical_fact_id,
-    clean_fact_text,
-    new_fact_id,
-    normalize_fact,
-)
 from bot.stores.installations import check_oauth_state
+from bot.stores.leases import MongoLeases
+from bot.stores.mongo_facts import MongoFacts
 from bot.stores.protocols import StoreUnavailable
 from bot.stores.records import (
     SCHEMA_VERSION,
-    Fact,
-    FactSource,
     NewMessage,
     SessionState,
     SlackInstallationDoc,
@@ -61,6 +54,7 @@ from bot.stores.records import (
     check_installation_key,
     utcnow,
 )
+from bot.stores.retention import MongoRetention
 
 Doc = dict[str, Any]
 TOOL_CALL_RETENTION = timedelta(days=7)
@@ -97,8 +91,11 @@ def _doc(record: Any) -> Doc:
     return doc
 
 
-class MongoStore:
-    """`Store` over one MongoDB database; `await MongoStore.open(uri, db)` or wrap a client."""
+class MongoStore(MongoFacts, MongoLeases, MongoRetention):
+    """`Store` over one MongoDB database; `await MongoStore.open(uri, db)` or wrap a client.
+    Facts: see `bot.stores.mongo_facts`."""
+
+    _guard = staticmethod(_unavailable)
 
     def __init__(self, client: AsyncMongoClient[Doc], db_name: str) -> None:
         self.client = client
@@ -107,6 +104,8 @@ class MongoStore:
         self._counters: AsyncCollection[Doc] = self.db["counters"]
         self._states: AsyncCollection[Doc] = self.db["session_state"]
         self._facts: AsyncCollection[Doc] = self.db["facts"]
+        self._receipts: AsyncCollection[Doc] = self.db["erasure_receipts"]
+        self._leases: AsyncCollection[Doc] = self.db["leases"]
         self._installs: AsyncCollection[Doc] = self.db["tool_installs"]
         self._calls: AsyncCollection[Doc] = self.db["tool_calls"]
         self._slack_docs: AsyncCollection[Doc] = self.db["slack_installations"]
@@ -144,10 +143,7 @@ class MongoStore:
             )
             await self._messages.create_index([("speaker", ASCENDING), ("session", ASCENDING)])
             await self._states.create_index("session", unique=True)
-            await self._facts.create_index([("person", ASCENDING), ("id", ASCENDING)], unique=True)
-            await self._facts.create_index(
-                [("person", ASCENDING), ("norm", ASCENDING)], unique=True
-            )
+            await self.ensure_fact_indexes()
             await self._installs.create_index(
                 [("team", ASCENDING), ("pack", ASCENDING)], unique=True
             )
@@ -287,59 +283,6 @@ class MongoStore:
                     return False
         state.version, state.updated_at = new.version, new.updated_at
         return True
-
-    # --- facts -------------------------------------------------------------------------------
-
-    async def add_fact(
-        self,
-        person: PersonKey,
-        text: str,
-        *,
-        source: FactSource = "user",
-        session: SessionKey | None = None,
-        source_ref: str | None = None,
-    ) -> Fact:
-        text = clean_fact_text(text)
-        pid, norm = person.id, normalize_fact(text)
-        with _unavailable("add_fact"):
-            for _ in range(FACT_ID_ATTEMPTS):
-                existing = await self._facts.find_one({"person": pid, "norm": norm})
-                if existing is not None:
-                    return codec.load(Fact, existing)
-                fact = Fact(
-                    id=new_fact_id(),
-                    person=pid,
-                    text=text,
-                    source=source,
-                    session=session.id if session is not None else None,
-                    source_ref=source_ref,
-                    created_at=codec.now_ms(),
-                )
-                try:
-                    await self._facts.insert_one({**_doc(fact), "norm": norm})
-                    return fact
-                except DuplicateKeyError:
-                    # Either the id collided (try a fresh one) or the same text was added
-                    # concurrently (the next lookup returns it).
-                    continue
-        raise RuntimeError(f"could not store a fact for {pid} after {FACT_ID_ATTEMPTS} attempts")
-
-    async def list_facts(self, person: PersonKey) -> list[Fact]:
-        with _unavailable("list_facts"):
-            cursor = self._facts.find({"person": person.id})
-            docs = await cursor.sort([("created_at", ASCENDING), ("_id", ASCENDING)]).to_list()
-        return [codec.load(Fact, d) for d in docs]
-
-    async def delete_fact(self, person: PersonKey, fact_id: str) -> bool:
-        query = {"person": person.id, "id": canonical_fact_id(fact_id)}
-        with _unavailable("delete_fact"):
-            result = await self._facts.delete_one(query)
-        return result.deleted_count > 0
-
-    async def delete_all_facts(self, person: PersonKey) -> int:
-        with _unavailable("delete_all_facts"):
-            result = await self._facts.delete_many({"person": person.id})
-        return result.deleted_count
 
     # --- tool installs -----------------------------------------------------------------------
 

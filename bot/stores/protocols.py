@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.stores.records import (
+    ErasureReceipt,
     Fact,
     FactSource,
     NewMessage,
@@ -67,26 +70,92 @@ class SessionStateStore(Protocol):
         """
 
 
+class StaleFact(Exception):
+    """The fact to close is not live any more (closed or erased meanwhile): reconcile again."""
+
+
 class FactStore(Protocol):
+    """Versioned per-person facts (see `Fact`). Only live versions are listed by default."""
+
     async def add_fact(
         self,
         person: PersonKey,
         text: str,
         *,
+        key: str | None = None,
         source: FactSource = "user",
         session: SessionKey | None = None,
         source_ref: str | None = None,
+        source_messages: Sequence[str] = (),
+        valid_from: datetime | None = None,
     ) -> Fact:
-        """Store a fact; the same text (ignoring case, spacing, a final full stop) for the same
-        person is not stored twice: the first is returned. ValueError for empty text."""
+        """Store a new live fact; the same text (ignoring case, spacing, a final full stop) as a
+        live fact of the same person is not stored twice: that one is returned. ValueError for
+        empty text."""
 
-    async def list_facts(self, person: PersonKey) -> list[Fact]:
-        """Oldest first."""
+    async def replace_fact(
+        self,
+        person: PersonKey,
+        old_id: str,
+        text: str | None,
+        *,
+        key: str | None = None,
+        source: FactSource = "user",
+        session: SessionKey | None = None,
+        source_ref: str | None = None,
+        source_messages: Sequence[str] = (),
+        valid_from: datetime | None = None,
+    ) -> Fact | None:
+        """Close the live fact `old_id` and, when `text` is given, write its replacement in the
+        same transaction (the new version lists it in `replaces`; a reader never sees both
+        live, nor neither). Returns the new version, or None for a plain close (DELETE).
+        Raises StaleFact if `old_id` is not a live fact of this person."""
+
+    async def list_facts(self, person: PersonKey, *, history: bool = False) -> list[Fact]:
+        """Live facts, oldest first; with `history`, every version (closed ones too)."""
 
     async def delete_fact(self, person: PersonKey, fact_id: str) -> bool:
-        """Ids are matched case-insensitively, surrounding spaces ignored (as users type them)."""
+        """Erase a fact and the older versions it replaced. Ids are matched case-insensitively,
+        surrounding spaces ignored (as users type them)."""
 
-    async def delete_all_facts(self, person: PersonKey) -> int: ...
+    async def delete_all_facts(self, person: PersonKey) -> int:
+        """Erase every version of every fact of this person; returns how many versions."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    name: str
+    holder: str
+    expires_at: float  # Unix seconds
+    ours: bool  # the caller holds it
+
+
+class LeaseStore(Protocol):
+    async def take_lease(self, name: str, holder: str, ttl: float) -> Lease:
+        """Take or renew the lease if free, expired, ours or its holder is dead; the lease as it
+        now stands (`ours` False: someone else holds it)."""
+
+    async def renew_lease(self, name: str, holder: str, ttl: float) -> bool:
+        """Extend our lease; False if it is no longer ours (expired and taken)."""
+
+    async def release_lease(self, name: str, holder: str) -> None: ...
+
+
+class RetentionStore(Protocol):
+    async def prune_messages(self, session: SessionKey, *, upto_seq: int, before: datetime) -> int:
+        """Delete the session's messages with seq <= upto_seq created before `before` (only
+        ever called with the session's consolidation checkpoint); returns the count."""
+
+    async def prune_tool_calls(self, before: datetime) -> int:
+        """Delete tool-call logs created before `before`; returns the count."""
+
+
+class ReceiptStore(Protocol):
+    async def add_receipt(self, receipt: ErasureReceipt) -> None:
+        """Keep a deletion receipt (it holds counts, never content)."""
+
+    async def receipts(self, person: PersonKey) -> list[ErasureReceipt]:
+        """This person's receipts, oldest first."""
 
 
 class ToolInstallStore(Protocol):
@@ -115,6 +184,9 @@ class Store(
     ConversationStore,
     SessionStateStore,
     FactStore,
+    ReceiptStore,
+    LeaseStore,
+    RetentionStore,
     ToolInstallStore,
     ToolCallLogStore,
     Protocol,

@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 SCHEMA_VERSION = 1
 
 Role = Literal["user", "assistant", "tool"]
-FactSource = Literal["user", "tool", "consolidation"]
+FactSource = Literal["user", "tool", "inferred"]
+FACT_SCHEMA_VERSION = 2  # v2: versions (valid_from/valid_to), key, source message ids
 
 
 def utcnow() -> datetime:
@@ -63,6 +64,41 @@ class PinnedFact(BaseModel):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class PendingFact(BaseModel):
+    """A fact candidate extracted by a consolidation run, waiting to be reconciled."""
+
+    person: str  # PersonKey.id whose words it came from
+    text: str
+    key: str | None = None
+    source: FactSource = "user"
+    message: str = ""  # "<session id>#<seq>" of the message it came from
+    said_at: datetime | None = None  # when that message was written
+
+
+class PendingMemory(BaseModel):
+    """An episodic memory drawn by a consolidation run, waiting to be indexed."""
+
+    text: str
+    messages: list[str] = Field(default_factory=list)  # "<session id>#<seq>"
+    people: list[str] = Field(default_factory=list)
+    private: bool = False  # drawn from a message said in a private place
+    occurred_at: datetime | None = None  # when its first message was said
+
+
+class PendingConsolidation(BaseModel):
+    """What one consolidation step extracted from a session (messages up to `upto_seq`), kept
+    until applied so a killed run resumes with the same candidates instead of asking the model
+    again. Erased by `/memory forget all` when it draws on that person (it holds their words)."""
+
+    upto_seq: int
+    erasures: int = 0  # the session's erasure counter when the messages were read
+    facts: list[PendingFact] = Field(default_factory=list)
+    memories: list[PendingMemory] = Field(default_factory=list)
+    applied: int = 0  # facts reconciled so far
+    memories_written: bool = False
+    tokens: int = 0
+
+
 class SessionState(_Record):
     """Per-session memory state: rolling summary, pinned key facts, counters."""
 
@@ -75,20 +111,42 @@ class SessionState(_Record):
     summary_failures: int = 0  # summaries failed in a row; the next waits longer (backoff)
     summary_failed_at: datetime | None = None  # when the last one failed
     erasures: int = 0  # bumped by `/memory forget all`; a summary folded before it is discarded
+    consolidated_upto_seq: int = 0  # messages with seq <= this went through consolidation
+    consolidation: PendingConsolidation | None = None  # a step extracted but not yet applied
     version: int = 0  # optimistic-concurrency counter, bumped by every successful put
     updated_at: datetime = Field(default_factory=utcnow)
 
 
 class Fact(_Record):
-    """A long-term fact about one person ("allergic to peanuts")."""
+    """One version of a long-term fact about one person ("allergic to peanuts").
 
-    id: str  # short id shown to users, unique per person
+    Facts are never edited in place: an UPDATE closes the old version (`valid_to`,
+    `replaced_by`) and writes a new one that lists it in `replaces`; a DELETE only closes. The
+    live facts are those with `valid_to` unset: what reaches the context and `/memory show`.
+    `source` says who the fact comes from: the person's own words (`user`), tool data (`tool`,
+    never overwrites what the person said) or an inference of the consolidation (`inferred`,
+    outranked by both).
+    """
+
+    schema_version: int = FACT_SCHEMA_VERSION
+    id: str  # short id shown to users, unique per person (across versions)
     person: str  # PersonKey.id
     text: str
+    key: str | None = None  # the subject ("diet", "allergy"); facts on one subject supersede
     source: FactSource = "user"
     session: str | None = None  # where it was stated
-    source_ref: str | None = None  # e.g. message seq or tool call id
+    source_ref: str | None = None  # the turn id (or tool call id) it came from
+    source_messages: list[str] = Field(default_factory=list)  # ids of the messages it came from
+    valid_from: datetime = Field(default_factory=utcnow)
+    valid_to: datetime | None = None  # closed (replaced or deleted) at
+    replaces: list[str] = Field(default_factory=list)  # ids of the versions this one closed
+    replaced_by: str | None = None  # the version that closed this one (None for a DELETE)
+    closed_reason: str | None = None  # "updated" | "deleted"
     created_at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def live(self) -> bool:
+        return self.valid_to is None
 
 
 class ToolInstall(_Record):
@@ -142,3 +200,15 @@ def check_installation_key(enterprise_id: str, team_id: str, name: str | None) -
             raise ValueError(
                 f"Slack installation {part} must be a non-empty string ('-' if absent)"
             )
+
+
+class ErasureReceipt(_Record):
+    """Proof that `/memory forget all` ran: who asked, when, how much went. Never any content."""
+
+    id: str
+    person: str  # PersonKey.id whose data was erased (the person who asked)
+    requested_by: str = ""  # the surface it came from ("slack", "discord", "console")
+    requested_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime = Field(default_factory=utcnow)
+    counts: dict[str, int] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=utcnow)

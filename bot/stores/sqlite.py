@@ -21,17 +21,9 @@ from typing import Any
 
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.stores import codec
-from bot.stores.ids import (
-    FACT_ID_ATTEMPTS,
-    canonical_fact_id,
-    clean_fact_text,
-    new_fact_id,
-    normalize_fact,
-)
 from bot.stores.installations import check_oauth_state
+from bot.stores.leases import LEASES_SCHEMA, SqliteLeases
 from bot.stores.records import (
-    Fact,
-    FactSource,
     NewMessage,
     SessionState,
     SlackInstallationDoc,
@@ -41,6 +33,8 @@ from bot.stores.records import (
     check_installation_key,
     utcnow,
 )
+from bot.stores.retention import SqliteRetention
+from bot.stores.sqlite_facts import SqliteFacts, migrate_facts
 from bot.stores.sqlite_worker import SqliteWorker, transaction
 
 DB_FILENAME = "bot.db"
@@ -65,15 +59,6 @@ CREATE TABLE IF NOT EXISTS session_state (
     session TEXT PRIMARY KEY,
     version INTEGER NOT NULL,
     doc TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS facts (
-    n INTEGER PRIMARY KEY,
-    person TEXT NOT NULL,
-    id TEXT NOT NULL,
-    norm TEXT NOT NULL,
-    doc TEXT NOT NULL,
-    UNIQUE (person, id),
-    UNIQUE (person, norm)
 );
 CREATE TABLE IF NOT EXISTS tool_installs (
     team TEXT NOT NULL,
@@ -114,8 +99,9 @@ def _messages(rows: list[tuple[str]]) -> list[StoredMessage]:
     return [codec.load_json(StoredMessage, row[0]) for row in rows]
 
 
-class SqliteStore:
-    """`Store` over one SQLite file; open with `await SqliteStore.open(path)`."""
+class SqliteStore(SqliteFacts, SqliteLeases, SqliteRetention):
+    """`Store` over one SQLite file; open with `await SqliteStore.open(path)`. Facts: see
+    `bot.stores.sqlite_facts`."""
 
     def __init__(self, worker: SqliteWorker) -> None:
         self._db = worker
@@ -127,6 +113,8 @@ class SqliteStore:
         store = cls(SqliteWorker(path))
         try:
             await store._db.call(lambda conn: conn.executescript(_SCHEMA))
+            await store._db.call(migrate_facts)
+            await store._db.call(lambda conn: conn.executescript(LEASES_SCHEMA))
         except BaseException:
             await store.close()
             raise
@@ -270,79 +258,6 @@ class SqliteStore:
         if written:
             state.version, state.updated_at = new.version, new.updated_at
         return written
-
-    # --- facts -------------------------------------------------------------------------------
-
-    async def add_fact(
-        self,
-        person: PersonKey,
-        text: str,
-        *,
-        source: FactSource = "user",
-        session: SessionKey | None = None,
-        source_ref: str | None = None,
-    ) -> Fact:
-        text = clean_fact_text(text)
-        pid, norm = person.id, normalize_fact(text)
-        sid = session.id if session is not None else None
-
-        def run(conn: sqlite3.Connection) -> Fact:
-            with transaction(conn):
-                found = conn.execute(
-                    "SELECT doc FROM facts WHERE person = ? AND norm = ?", (pid, norm)
-                ).fetchone()
-                if found is not None:
-                    return codec.load_json(Fact, found[0])
-                for _ in range(FACT_ID_ATTEMPTS):
-                    fact = Fact(
-                        id=new_fact_id(),
-                        person=pid,
-                        text=text,
-                        source=source,
-                        session=sid,
-                        source_ref=source_ref,
-                        created_at=codec.now_ms(),
-                    )
-                    cur = conn.execute(
-                        "INSERT INTO facts (person, id, norm, doc) VALUES (?, ?, ?, ?) "
-                        "ON CONFLICT (person, id) DO NOTHING",
-                        (pid, fact.id, norm, codec.dump_json(fact)),
-                    )
-                    if cur.rowcount == 1:
-                        return fact
-            raise RuntimeError(f"no free fact id for {pid} after {FACT_ID_ATTEMPTS} attempts")
-
-        return await self._db.call(run)
-
-    async def list_facts(self, person: PersonKey) -> list[Fact]:
-        pid = person.id
-
-        def run(conn: sqlite3.Connection) -> list[Fact]:
-            rows = conn.execute(
-                "SELECT doc FROM facts WHERE person = ? ORDER BY n", (pid,)
-            ).fetchall()
-            return [codec.load_json(Fact, r[0]) for r in rows]
-
-        return await self._db.call(run)
-
-    async def delete_fact(self, person: PersonKey, fact_id: str) -> bool:
-        pid, fid = person.id, canonical_fact_id(fact_id)
-
-        def run(conn: sqlite3.Connection) -> bool:
-            with transaction(conn):
-                cur = conn.execute("DELETE FROM facts WHERE person = ? AND id = ?", (pid, fid))
-                return cur.rowcount > 0
-
-        return await self._db.call(run)
-
-    async def delete_all_facts(self, person: PersonKey) -> int:
-        pid = person.id
-
-        def run(conn: sqlite3.Connection) -> int:
-            with transaction(conn):
-                return conn.execute("DELETE FROM facts WHERE person = ?", (pid,)).rowcount
-
-        return await self._db.call(run)
 
     # --- tool installs -----------------------------------------------------------------------
 

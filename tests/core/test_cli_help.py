@@ -35,7 +35,9 @@ def test_a_command_not_built_says_so_everywhere(
         assert len(err) == 1 and "not part of this version" in err[0]
 
 
-@pytest.mark.parametrize("name", ["chat", "slack", "discord", "doctor", "orders-demo"])
+@pytest.mark.parametrize(
+    "name", ["chat", "slack", "discord", "doctor", "orders-demo", "consolidate", "memory"]
+)
 def test_built_commands_do_not_say_not_built(name: str) -> None:
     assert name not in cli.NOT_BUILT
     assert "not in this version" not in cli.HELP[name]

@@ -122,7 +122,7 @@ async def test_remember_needs_only_the_typed_tool_context(make_app: Any) -> None
     from bot.stores.records import Fact
 
     app = await make_app()
-    tool = remember.bind(facts=app.store)
+    tool = remember.bind(reconciler=app.reconciler)
     ctx = ToolContext(
         session_id="test:T1:C1:-", speaker_id="test:T1:U7", team_id="test:T1", turn_id="t-1"
     )

@@ -42,6 +42,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes import memory_brain
+
 __all__ = [
     "Brain",
     "FakeOpenAI",
@@ -224,6 +226,9 @@ def default_brain(request: dict[str, Any]) -> Step:
     4. otherwise "ok: <first 60 chars of the last user message>".
     """
     messages: list[dict[str, Any]] = request.get("messages") or []
+    remembered = memory_brain.answer(request)  # fact reconciliation / extraction
+    if remembered is not None:
+        return text(remembered)
     fmt = request.get("response_format") or {}
     if fmt.get("type") in ("json_schema", "json_object"):
         said = " ".join(message_text(m) for m in messages if m.get("role") in ("user", "assistant"))
@@ -249,8 +254,20 @@ def default_brain(request: dict[str, Any]) -> Step:
     if last.get("role") == "user" and "remember" in offered:
         fact = remembered_fact(user_text)
         if fact:
-            return tool_calls([("remember", {"fact": fact})])
+            args: dict[str, Any] = {"fact": fact}
+            topic = memory_brain.topic_of(fact)
+            if topic and "topic" in _parameters(request, "remember"):
+                args["topic"] = topic
+            return tool_calls([("remember", args)])
     return text(f"ok: {user_text[:60]}")
+
+
+def _parameters(request: dict[str, Any], tool: str) -> set[str]:
+    for t in request.get("tools") or []:
+        fn = (t or {}).get("function") or {}
+        if fn.get("name") == tool:
+            return set(((fn.get("parameters") or {}).get("properties") or {}).keys())
+    return set()
 
 
 def _tool_names_of_results(messages: list[dict[str, Any]]) -> list[str]:

@@ -46,7 +46,7 @@ async def test_indexes_are_created_idempotently(store: MongoStore) -> None:
     facts = await store.db["facts"].index_information()
     assert {tuple(k for k, _ in s["key"]) for s in facts.values() if s.get("unique")} >= {
         ("person", "id"),
-        ("person", "norm"),
+        ("person", "live_norm"),
     }
     calls = await store.db["tool_calls"].index_information()
     ttl = [s for s in calls.values() if "expireAfterSeconds" in s]

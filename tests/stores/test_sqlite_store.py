@@ -90,7 +90,9 @@ async def test_queries_use_indexes(store: SqliteStore) -> None:
         speaker = plan("SELECT DISTINCT session FROM messages WHERE speaker = 'p'")
         assert "messages_speaker" in speaker and "TEMP B-TREE" not in speaker
         assert "USING INDEX" in plan("DELETE FROM tool_calls WHERE created_at < 0")
-        assert "USING" in plan("SELECT doc FROM facts WHERE person = 'p' ORDER BY n")
+        assert "USING" in plan(
+            "SELECT doc FROM fact_versions WHERE person = 'p' AND live = 1 ORDER BY n"
+        )
     finally:
         conn.close()
 

@@ -1,0 +1,150 @@
+"""`/memory forget all`: erase everything the bot holds about one person, in every tier, and keep
+a receipt.
+
+Tiers: the person's facts (every version), their turns in stored conversations (their messages
+and what the bot did and said in answer: tool calls, results, replies), the raw tool-call logs of
+those turns, summary text and pinned facts drawn from them (dropped, not regenerated: a summary
+mixes everyone's turns and cannot be edited reliably; later folds start a new one), long-term
+memory index entries and their vectors (see `MemoryTiers`), and cached state (hot session
+copies). SQLite files are then compacted (secure_delete + WAL truncated), so the
+text is gone from the files too, which `bot memory audit` checks.
+
+Turns, summaries and the nightly consolidation run concurrently with this, so each affected
+session is scrubbed under its session lock (a turn in flight there finishes first and its hot
+copy is dropped after it), its `erasures` counter is bumped (a summary or a consolidation that
+read the session before refuses to write what it made from it), and a second pass erases
+whatever such in-flight work stored meanwhile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+from bot.keys import PersonKey, SessionKey
+from bot.stores import codec
+from bot.stores.protocols import Store
+from bot.stores.records import ErasureReceipt, SessionState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ErasureCounts:
+    facts: int = 0  # fact versions
+    messages: int = 0
+    tool_calls: int = 0
+    summaries: int = 0
+    memories: int = 0  # long-term memory index entries (with their vectors)
+
+
+class MemoryTiers(Protocol):
+    """Long-term memory beyond the durable store (the episodic index), erased per person."""
+
+    async def erase_person(self, person: PersonKey) -> int:
+        """Delete what this person took part in; returns how many entries went."""
+
+    async def compact(self) -> None: ...
+
+
+LockSession = Callable[[SessionKey], AbstractAsyncContextManager[None]]
+
+
+class Eraser:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        lock_session: LockSession | None = None,
+        on_erased: Callable[[list[str]], Awaitable[None]] | None = None,
+        tiers: list[MemoryTiers] | None = None,
+    ) -> None:
+        self.store = store
+        self.lock_session = lock_session  # the turns' per-session lock
+        self.on_erased = on_erased  # drops hot caches of sessions whose data changed
+        self.tiers = tiers or []
+
+    async def forget_all(self, person: PersonKey, *, requested_by: str = "") -> ErasureReceipt:
+        started, at = time.perf_counter(), codec.now_ms()
+        facts = messages = calls = summaries = memories = 0
+        scrubbed: set[str] = set()
+        for _pass in range(2):
+            sessions = await self.store.sessions_of_speaker(person)
+            facts += await self.store.delete_all_facts(person)
+            messages += await self.store.delete_speaker(person)
+            calls += await self.store.delete_speaker_calls(person)
+            for tier in self.tiers:
+                memories += await tier.erase_person(person)
+            for session_id in sessions:
+                if session_id in scrubbed:
+                    continue
+                try:
+                    key = SessionKey.parse(session_id)
+                except ValueError:
+                    continue
+                scrubbed.add(session_id)
+                async with self._locked(key):
+                    summaries += await self._scrub_session(key, person)
+                    if self.on_erased is not None:
+                        await self.on_erased([session_id])
+        await self.store.compact()
+        for tier in self.tiers:
+            await tier.compact()
+        counts = ErasureCounts(facts, messages, calls, summaries, memories)
+        receipt = ErasureReceipt(
+            id="r" + secrets.token_hex(6),
+            person=person.id,
+            requested_by=requested_by,
+            requested_at=at,
+            finished_at=codec.now_ms(),
+            counts=asdict(counts),
+            created_at=at,
+        )
+        await self.store.add_receipt(receipt)
+        log.info(
+            "memory_erased",
+            extra={
+                "fields": {
+                    "person": person.id,
+                    "receipt": receipt.id,
+                    **receipt.counts,
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                }
+            },
+        )
+        return receipt
+
+    def _locked(self, session: SessionKey) -> AbstractAsyncContextManager[None]:
+        return self.lock_session(session) if self.lock_session else contextlib.nullcontext()
+
+    async def _scrub_session(self, key: SessionKey, person: PersonKey) -> int:
+        """Bump the erasure counter; drop the summary if it drew on this person. 1 if dropped."""
+        for _ in range(5):  # optimistic concurrency: re-read on conflict
+            state = await self.store.get_state(key) or SessionState(session=key.id)
+            state.erasures += 1
+            dropped = person.id in state.summary_speakers or any(
+                p.speaker == person.id for p in state.pinned
+            )
+            pending = state.consolidation
+            if pending is not None and (
+                any(f.person == person.id for f in pending.facts)
+                or any(person.id in m.people for m in pending.memories)
+            ):
+                state.consolidation = None  # holds their words: extracted again without them
+            if dropped:
+                state.summary = ""
+                state.summary_speakers = []
+                state.pinned = [p for p in state.pinned if p.speaker not in ("", person.id)]
+            if await self.store.put_state(key, state):
+                return int(dropped)
+        raise RuntimeError(f"session state of {key.id} kept changing during an erasure")
+
+
+def counts_of(receipt: ErasureReceipt) -> ErasureCounts:
+    return ErasureCounts(**{k: int(v) for k, v in receipt.counts.items()})

@@ -1,0 +1,72 @@
+"""The memory index as a tier of long-term memory for the consolidation and the erasure.
+
+- Consolidated episodic memories become index entries of kind "memory" (deterministic ids, so a
+  resumed run never writes one twice), scoped like the messages they came from: the session's
+  place, the people who posted in them, private when any of them was said in a private place.
+- `/memory forget all` deletes every entry the person took part in, with its vector. Entries
+  shared with others are dropped, not regenerated without them (a memory or excerpt mixes
+  everyone's words and cannot be edited reliably); the others' messages stay in the store.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bot.keys import PersonKey, SessionKey
+from bot.stores.memory_index import MemoryEntry, MemoryIndex, place_id
+from bot.stores.records import PendingConsolidation, utcnow
+
+if TYPE_CHECKING:
+    from bot.app import BotApp
+
+log = logging.getLogger(__name__)
+
+AddEntries = Callable[[Sequence[MemoryEntry]], Awaitable[int]]
+
+
+class IndexMemories:
+    """`MemorySink` (consolidation) and `MemoryTiers` (erasure) over one memory index."""
+
+    def __init__(self, index: MemoryIndex, add: AddEntries | None = None) -> None:
+        self.index = index
+        self.add = add or index.add  # the episodic indexer's add_entries embeds them first
+
+    async def write_memories(
+        self, session: SessionKey, pending: PendingConsolidation, ids: list[str]
+    ) -> int:
+        entries = [
+            MemoryEntry(
+                id=entry_id,
+                kind="memory",
+                team=session.team_key.id,
+                place=place_id(session.platform, session.team, session.channel),
+                session=session.id,
+                private=memory.private,
+                people=memory.people,
+                source_ids=memory.messages,
+                text=memory.text,
+                occurred_at=memory.occurred_at or utcnow(),
+            )
+            for entry_id, memory in zip(ids, pending.memories, strict=True)
+        ]
+        return await self.add(entries)
+
+    async def erase_person(self, person: PersonKey) -> int:
+        return await self.index.delete_person(person)
+
+    async def compact(self) -> None:
+        await self.index.compact()
+
+
+async def attach_memory_index(app: BotApp, *, data_dir: Path) -> IndexMemories:
+    """Open the index next to the store and make it a tier of the app's consolidation and
+    erasure; `app.close()` closes it."""
+    from bot.stores.index_factory import open_memory_index
+
+    index = await open_memory_index(app.store, data_dir=data_dir)
+    tier = IndexMemories(index)
+    app.attach_memory_tier(tier, index)
+    return tier

@@ -1,0 +1,98 @@
+"""Wiring the consolidation into a running bot: the Consolidator built from a BotApp's parts,
+and the APScheduler 3 cron job (BOT_CONSOLIDATE_CRON, UTC) that `bot slack` / `bot discord`
+start through `BotApp.start()`.
+
+APScheduler is used for what it is good at (cron parsing, next fire times, misfire handling,
+one instance at a time in this process); the cross-process "exactly one" is the store lease
+inside the Consolidator, so several bot processes can all schedule the job safely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.cron import CronTrigger
+
+from bot.memory.consolidation import Consolidator
+from bot.memory.structured import JsonAsker
+from bot.metered import MeteredModel
+from bot.stores.leases import new_holder
+
+if TYPE_CHECKING:
+    from bot.app import BotApp
+
+log = logging.getLogger(__name__)
+
+
+def trigger(cron: str) -> CronTrigger:
+    return CronTrigger.from_crontab(cron, timezone=UTC)
+
+
+def next_run(cron: str, now: datetime | None = None) -> datetime | None:
+    now = now or datetime.now(UTC)
+    fire: datetime | None = trigger(cron).get_next_fire_time(None, now)
+    return fire
+
+
+def build_consolidator(app: BotApp) -> Consolidator:
+    settings = app.settings
+    return Consolidator(
+        app.store,
+        app.reconciler,
+        JsonAsker(MeteredModel(app.summary_model, "extract"), max_tokens=2000),
+        holder=new_holder(),
+        lock_session=app.lock_session,
+        memories=app.memory_sink,
+        concurrency=settings.bot_consolidate_concurrency,
+        max_tokens=settings.bot_consolidate_max_tokens,
+        retention_days=settings.bot_retention_days,
+    )
+
+
+class NightlySchedule:
+    """The cron job in this process; `stop()` cancels a run in progress (its work resumes on
+    the next run: see the Consolidator's checkpoints)."""
+
+    def __init__(self, app: BotApp) -> None:
+        self.app = app
+        self.scheduler = AsyncIOScheduler(timezone=UTC)
+        self._running: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        cron = self.app.settings.bot_consolidate_cron
+        self.scheduler.add_job(
+            self._fire,
+            trigger(cron),
+            id="consolidation",
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=3600,
+        )
+        self.scheduler.start()
+        log.info(
+            "consolidation_scheduled",
+            extra={"fields": {"cron": cron, "next": str(next_run(cron))}},
+        )
+
+    async def _fire(self) -> None:
+        self._running = asyncio.current_task()  # type: ignore[assignment]
+        try:
+            await build_consolidator(self.app).run()
+        except Exception:
+            log.exception("consolidation_failed")
+        finally:
+            self._running = None
+
+    async def stop(self) -> None:
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        task = self._running
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

@@ -1,0 +1,243 @@
+"""Reconciling a candidate fact against the person's live facts: ADD, UPDATE, DELETE, NOOP or
+REJECT, so the store never holds two live facts that contradict (mem0 only adds; this does not).
+
+Order of checks, cheapest first:
+1. rules (`bot.memory.fact_rules`): greetings, questions, passing states and guesses are
+   REJECTed without a model call (unless the person explicitly asked to remember it);
+2. an exact or near duplicate of a live fact is a NOOP (no model call);
+3. otherwise the model decides (structured output, falling back like session summaries) and its
+   answer is checked: an UPDATE or DELETE may only touch a live fact on the same subject (same
+   key, or a near match the model named) and never one that outranks the candidate (the
+   person's own words > tool data > inferences); an answer that breaks this becomes an ADD (other
+   subject) or a REJECT (outranked). Without a model (or when it fails) the same rules decide:
+   same key -> UPDATE, else ADD.
+The replacement is written in the same store operation that closes the old version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import weakref
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from bot.keys import PersonKey, SessionKey
+from bot.memory.fact_prompts import RECONCILE_SCHEMA, RECONCILE_SYSTEM, RECONCILE_TASK
+from bot.memory.fact_rules import reject_reason
+from bot.memory.similar import near_duplicate, related
+from bot.memory.structured import JsonAsker
+from bot.model import ModelError
+from bot.stores.fact_common import clean_key
+from bot.stores.protocols import FactStore, StaleFact
+from bot.stores.records import Fact, FactSource
+
+log = logging.getLogger(__name__)
+
+Outcome = Literal["ADD", "UPDATE", "DELETE", "NOOP", "REJECT"]
+OUTCOMES: tuple[Outcome, ...] = ("ADD", "UPDATE", "DELETE", "NOOP", "REJECT")
+RANK: dict[str, int] = {"user": 3, "tool": 2, "inferred": 1}
+MAX_SHOWN = 40  # live facts shown to the model (same subject first, then the newest)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    text: str
+    key: str | None = None
+    source: FactSource = "user"
+    explicit: bool = False  # the person asked the bot to remember it
+    session: SessionKey | None = None
+    source_ref: str | None = None
+    source_messages: tuple[str, ...] = ()
+    said_at: datetime | None = None  # when it was said (None: now)
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: Outcome
+    fact: Fact | None = None  # the version written (ADD/UPDATE) or the one matched (NOOP)
+    closed: Fact | None = None  # the version closed (UPDATE/DELETE)
+    reason: str = ""
+    tokens: int = 0  # model tokens spent deciding
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    outcome: Outcome
+    target: Fact | None = None
+    key: str | None = None
+    text: str = ""
+    reason: str = ""
+
+
+class Reconciler:
+    """Decides and applies; one instance per process (it serialises each person's updates)."""
+
+    def __init__(self, facts: FactStore, asker: JsonAsker | None = None) -> None:
+        self.facts = facts
+        self.asker = asker
+        self.counts: Counter[str] = Counter()
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    async def reconcile(self, person: PersonKey, candidate: Candidate) -> Decision:
+        lock = self._locks.get(person.id)
+        if lock is None:
+            lock = self._locks[person.id] = asyncio.Lock()
+        async with lock:
+            for attempt in range(3):
+                try:
+                    decision = await self._once(person, candidate)
+                    break
+                except StaleFact:  # closed meanwhile (another process): decide again
+                    if attempt == 2:
+                        raise
+        self.counts[decision.outcome] += 1
+        log.info(
+            "fact_reconciled",
+            extra={
+                "fields": {
+                    "person": person.id,
+                    "outcome": decision.outcome,
+                    "reason": decision.reason,
+                    "source": candidate.source,
+                }
+            },
+        )
+        return decision
+
+    async def _once(self, person: PersonKey, cand: Candidate) -> Decision:
+        text = " ".join(cand.text.split())
+        if not text:
+            return Decision("REJECT", reason="empty")
+        if not cand.explicit:
+            why = reject_reason(text)
+            if why is not None:
+                return Decision("REJECT", reason=why)
+        live = await self.facts.list_facts(person)
+        key = clean_key(cand.key)
+        for fact in live:
+            if near_duplicate(text, fact.text):
+                if RANK[cand.source] > RANK[fact.source]:
+                    # Said by the person now, inferred before: the same fact, better sourced.
+                    verdict = self._guarded(cand, _Verdict("UPDATE", fact, key, text))
+                    if verdict.outcome == "UPDATE":
+                        return await self._apply(person, cand, verdict)
+                return Decision("NOOP", fact=fact, reason="duplicate")
+        verdict, tokens = await self._decide(cand, text, key, live)
+        decision = await self._apply(person, cand, verdict)
+        return Decision(decision.outcome, decision.fact, decision.closed, decision.reason, tokens)
+
+    async def _decide(
+        self, cand: Candidate, text: str, key: str | None, live: list[Fact]
+    ) -> tuple[_Verdict, int]:
+        if self.asker is None or not live:
+            return self._by_rules(cand, text, key, live), 0
+        shown = sorted(live, key=lambda f: (f.key != key or key is None, -live.index(f)))
+        shown = shown[:MAX_SHOWN]
+        request = [
+            {"role": "system", "content": RECONCILE_SYSTEM},
+            {
+                "role": "user",
+                "content": json.dumps(
+                    {
+                        "new": {"text": text, "key": key or "", "source": cand.source},
+                        "existing": [
+                            {"id": f.id, "key": f.key or "", "text": f.text, "source": f.source}
+                            for f in shown
+                        ],
+                    },
+                    ensure_ascii=False,
+                ),
+            },
+        ]
+        try:
+            answer = await self.asker.ask(request, RECONCILE_TASK, RECONCILE_SCHEMA)
+        except (ModelError, ValueError) as exc:
+            log.warning("fact_reconcile_model_failed", extra={"fields": {"error": str(exc)[:200]}})
+            return self._by_rules(cand, text, key, live), 0
+        return self._check(cand, text, key, answer.data, shown), answer.tokens
+
+    def _by_rules(self, cand: Candidate, text: str, key: str | None, live: list[Fact]) -> _Verdict:
+        same = [f for f in live if key and f.key == key]
+        if same:
+            return self._guarded(cand, _Verdict("UPDATE", same[-1], key, text, "same key"))
+        return _Verdict("ADD", None, key, text, "new subject")
+
+    def _check(
+        self,
+        cand: Candidate,
+        text: str,
+        key: str | None,
+        data: dict[str, object],
+        shown: list[Fact],
+    ) -> _Verdict:
+        event = str(data.get("event", "")).upper()
+        target = next((f for f in shown if f.id == str(data.get("target_id", "")).strip()), None)
+        new_key = key or clean_key(str(data.get("key") or "")) or None
+        new_text = " ".join(str(data.get("text") or "").split()) or text
+        reason = str(data.get("reason") or "")[:200]
+        if event == "REJECT":
+            if cand.explicit:
+                return _Verdict("ADD", None, new_key, text, "asked to remember")
+            return _Verdict("REJECT", reason=reason or "not a durable fact")
+        if event == "NOOP":
+            return _Verdict("NOOP", target, reason=reason or "already known")
+        if event in ("UPDATE", "DELETE"):
+            if target is None:
+                return _Verdict("ADD", None, new_key, text, "no such live fact to replace")
+            same_subject = (new_key is not None and target.key == new_key) or related(
+                text, target.text
+            )
+            if not same_subject:
+                return _Verdict("ADD", None, new_key, text, "other subject: not replaced")
+            outcome: Outcome = "UPDATE" if event == "UPDATE" else "DELETE"
+            verdict = _Verdict(outcome, target, new_key or target.key, new_text, reason)
+            return self._guarded(cand, verdict)
+        return _Verdict("ADD", None, new_key, text, reason or "new fact")
+
+    @staticmethod
+    def _guarded(cand: Candidate, verdict: _Verdict) -> _Verdict:
+        """Never let tool data or an inference replace what outranks it, nor an older statement
+        replace a newer one (a month consolidated at once, sessions in any order)."""
+        target = verdict.target
+        if target is not None and RANK[cand.source] < RANK[target.source]:
+            return _Verdict("REJECT", target, reason=f"outranked by a {target.source} fact")
+        if target is not None and cand.said_at is not None and cand.said_at < target.valid_from:
+            return _Verdict("REJECT", target, reason="older than what is known")
+        return verdict
+
+    async def _apply(self, person: PersonKey, cand: Candidate, v: _Verdict) -> Decision:
+        if v.outcome == "ADD":
+            fact = await self.facts.add_fact(
+                person,
+                v.text,
+                key=v.key,
+                source=cand.source,
+                session=cand.session,
+                source_ref=cand.source_ref,
+                source_messages=cand.source_messages,
+                valid_from=cand.said_at,
+            )
+            return Decision("ADD", fact=fact, reason=v.reason)
+        if v.outcome == "UPDATE" and v.target is not None:
+            new = await self.facts.replace_fact(
+                person,
+                v.target.id,
+                v.text,
+                key=v.key,
+                source=cand.source,
+                session=cand.session,
+                source_ref=cand.source_ref,
+                source_messages=cand.source_messages,
+                valid_from=cand.said_at,
+            )
+            return Decision("UPDATE", fact=new, closed=v.target, reason=v.reason)
+        if v.outcome == "DELETE" and v.target is not None:
+            await self.facts.replace_fact(person, v.target.id, None)
+            return Decision("DELETE", closed=v.target, reason=v.reason)
+        if v.outcome == "NOOP":
+            return Decision("NOOP", fact=v.target, reason=v.reason)
+        return Decision("REJECT", reason=v.reason)

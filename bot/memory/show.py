@@ -1,0 +1,68 @@
+"""How `/memory show` words a person's facts: each with its short id, where it came from (the
+person's words, tool data or an inference), since when, and the message it came from, so the
+person can see why the bot knows it. History adds closed versions with their dates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.keys import SessionKey
+from bot.stores.records import Fact
+
+_SOURCE = {"user": "you said", "tool": "tool data", "inferred": "inferred"}
+MAX_SHOWN = 100  # a long history is cut (newest kept) so the reply stays readable
+
+
+def _where(ref: str) -> str:
+    """`slack:T1:C1:-#12` as a person reads it: "in C1, message 12" (thread named if any)."""
+    session_id, _, seq = ref.rpartition("#")
+    try:
+        key = SessionKey.parse(session_id)
+    except ValueError:
+        return f"in message {ref}"
+    place = key.channel + (f" (thread {key.thread})" if key.thread else "")
+    return f"in {place}, message {seq}" if seq.isdigit() else f"in {place}"
+
+
+def _why(fact: Fact) -> str:
+    source = _SOURCE.get(fact.source, fact.source)
+    if fact.source_messages:
+        return f"{source} {_where(fact.source_messages[-1])}"
+    return source
+
+
+def _line(fact: Fact) -> str:
+    key = f"[{fact.key}] " if fact.key else ""
+    since = f"{fact.valid_from:%Y-%m-%d}"
+    if fact.valid_to is None:
+        return f"• `{fact.id}` {key}{fact.text} — _{_why(fact)}, since {since}_"
+    how = "replaced" if fact.closed_reason == "updated" else "closed"
+    then = f" by `{fact.replaced_by}`" if fact.replaced_by else ""
+    return (
+        f"• ~`{fact.id}`~ {key}{fact.text} — _{_why(fact)}, {since} → {how}{then} "
+        f"{fact.valid_to:%Y-%m-%d}_"
+    )
+
+
+def render_facts(facts: Sequence[Fact], *, history: bool = False) -> str:
+    live = [f for f in facts if f.live]
+    closed = [f for f in facts if not f.live]
+    if not live and not closed:
+        return "I don't remember anything about you yet."
+    parts: list[str] = []
+    if live:
+        parts.append("Here is what I remember about you:")
+        parts.extend(_line(f) for f in live[-MAX_SHOWN:])
+    else:
+        parts.append("I hold no current facts about you.")
+    if history:
+        if closed:
+            parts.append("Replaced or closed earlier:")
+            parts.extend(_line(f) for f in closed[-MAX_SHOWN:])
+        else:
+            parts.append("Nothing was replaced or closed.")
+    parts.append(
+        "Erase one with `/memory forget <id>`, or everything with `/memory forget all`."
+        + ("" if history else " `/memory show history` adds what was replaced.")
+    )
+    return "\n".join(parts)

@@ -1,0 +1,243 @@
+"""Versioned facts (`facts`) and erasure receipts (`erasure_receipts`) in MongoDB, mixed into
+`MongoStore`.
+
+One document per version. `live_norm` is the normalised text while the version is live and
+`~<id>` once closed, so a unique index on (person, live_norm) forbids two live copies of one
+fact while closed versions may repeat it (no partial index needed, which older servers lack).
+
+A replacement and the close of the version it replaces are made atomic without a
+multi-document transaction (a standalone server has none): the new version is inserted first,
+naming the old one in `replaces`; that insert is the commit point. Readers treat a live version
+named in another live version's `replaces` as closed (and finish closing it), so a crash between
+the two writes never shows two live versions, nor none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from pymongo import ASCENDING
+from pymongo.errors import DuplicateKeyError, OperationFailure
+
+from bot.keys import PersonKey, SessionKey
+from bot.stores import codec
+from bot.stores.fact_common import closed_norm, draft_fact, lineage
+from bot.stores.ids import FACT_ID_ATTEMPTS, canonical_fact_id, new_fact_id, normalize_fact
+from bot.stores.protocols import StaleFact
+from bot.stores.records import ErasureReceipt, Fact, FactSource
+
+if TYPE_CHECKING:
+    from pymongo.asynchronous.collection import AsyncCollection
+
+Doc = dict[str, Any]
+_INDEX_NOT_FOUND = 27
+_ORDER = [("created_at", ASCENDING), ("_id", ASCENDING)]
+CLAIM_TTL = timedelta(seconds=60)
+
+
+def _fact_doc(fact: Fact) -> Doc:
+    doc: Doc = fact.model_dump(mode="json")
+    doc["created_at"] = fact.created_at
+    doc["live"] = fact.live
+    doc["live_norm"] = normalize_fact(fact.text) if fact.live else closed_norm(fact.id)
+    doc["claimed_at"] = None
+    return doc
+
+
+class MongoFacts:
+    """The `FactStore` half of `MongoStore` (errors mapped by the caller's `_unavailable`)."""
+
+    _facts: AsyncCollection[Doc]
+    _receipts: AsyncCollection[Doc]
+    _guard: Callable[[str], AbstractContextManager[None]]  # maps outages to StoreUnavailable
+
+    async def ensure_fact_indexes(self) -> None:
+        """Indexes of the versioned layout; upgrades a collection written before versions."""
+        try:
+            await self._facts.drop_index("person_1_norm_1")  # the unversioned unique index
+        except OperationFailure as exc:
+            if exc.code != _INDEX_NOT_FOUND and "not found" not in str(exc).lower():
+                raise
+        async for old in self._facts.find({"live_norm": {"$exists": False}}):
+            norm = old.get("norm") or normalize_fact(str(old.get("text", "")))
+            await self._facts.update_one(
+                {"_id": old["_id"]}, {"$set": {"live_norm": norm, "live": True}}
+            )
+        await self._facts.create_index([("person", ASCENDING), ("id", ASCENDING)], unique=True)
+        await self._facts.create_index(
+            [("person", ASCENDING), ("live_norm", ASCENDING)], unique=True
+        )
+        await self._facts.create_index([("person", ASCENDING), ("live", ASCENDING)])
+        await self._receipts.create_index([("person", ASCENDING), ("created_at", ASCENDING)])
+
+    async def add_fact(
+        self,
+        person: PersonKey,
+        text: str,
+        *,
+        key: str | None = None,
+        source: FactSource = "user",
+        session: SessionKey | None = None,
+        source_ref: str | None = None,
+        source_messages: Sequence[str] = (),
+        valid_from: datetime | None = None,
+    ) -> Fact:
+        draft = draft_fact(
+            person, text, key, source, session, source_ref, source_messages, valid_from
+        )
+        with self._guard("add_fact"):
+            return await self._insert_live(draft)
+
+    async def _insert_live(self, draft: Fact) -> Fact:
+        norm = normalize_fact(draft.text)
+        for _ in range(FACT_ID_ATTEMPTS):
+            existing = await self._facts.find_one({"person": draft.person, "live_norm": norm})
+            if existing is not None:
+                return codec.load(Fact, existing)
+            fact = draft.model_copy(update={"id": new_fact_id()})
+            try:
+                await self._facts.insert_one(_fact_doc(fact))
+                return fact
+            except DuplicateKeyError:
+                # The id collided (try a fresh one) or the same text was added concurrently
+                # (the next lookup returns it).
+                continue
+        raise RuntimeError(f"could not store a fact for {draft.person} after retries")
+
+    async def replace_fact(
+        self,
+        person: PersonKey,
+        old_id: str,
+        text: str | None,
+        *,
+        key: str | None = None,
+        source: FactSource = "user",
+        session: SessionKey | None = None,
+        source_ref: str | None = None,
+        source_messages: Sequence[str] = (),
+        valid_from: datetime | None = None,
+    ) -> Fact | None:
+        with self._guard("replace_fact"):
+            return await self._replace(
+                person, old_id, text, key, source, session, source_ref, source_messages, valid_from
+            )
+
+    async def _replace(
+        self,
+        person: PersonKey,
+        old_id: str,
+        text: str | None,
+        key: str | None,
+        source: FactSource,
+        session: SessionKey | None,
+        source_ref: str | None,
+        source_messages: Sequence[str],
+        valid_from: datetime | None,
+    ) -> Fact | None:
+        pid, fid = person.id, canonical_fact_id(old_id)
+        live = await self._live_docs(pid)
+        old_doc = next((d for d in live if d["id"] == fid), None)
+        now = codec.now_ms()
+        # Claim the old version (a short lease, so a crash before the insert frees it): of two
+        # concurrent replacements only one goes on, the other is told the fact is stale.
+        claimed = (
+            old_doc is not None
+            and (
+                await self._facts.update_one(
+                    {
+                        "person": pid,
+                        "id": fid,
+                        "live": True,
+                        "$or": [{"claimed_at": None}, {"claimed_at": {"$lt": now - CLAIM_TTL}}],
+                    },
+                    {"$set": {"claimed_at": now}},
+                )
+            ).modified_count
+            == 1
+        )
+        if old_doc is None or not claimed:
+            raise StaleFact(fid)
+        new: Fact | None = None
+        if text is not None:
+            draft = draft_fact(
+                person, text, key, source, session, source_ref, source_messages, valid_from
+            )
+            draft.replaces = [fid]
+            when = draft.valid_from
+            if normalize_fact(draft.text) == old_doc["live_norm"]:
+                await self._close(pid, fid, when, "updated", None)  # same text: free its norm
+            new = await self._insert_live(draft)
+            if new.id != fid and fid not in new.replaces:
+                # The text was already live as another fact: that one stands for both.
+                await self._facts.update_one(
+                    {"person": pid, "id": new.id}, {"$addToSet": {"replaces": fid}}
+                )
+        closed_at = draft.valid_from if text is not None else now
+        await self._close(
+            pid, fid, closed_at, "updated" if new else "deleted", new.id if new else None
+        )
+        return new
+
+    async def _close(
+        self, pid: str, fid: str, when: Any, reason: str, replaced_by: str | None
+    ) -> None:
+        await self._facts.update_one(
+            {"person": pid, "id": fid, "live": True},
+            {
+                "$unset": {"claimed_at": ""},
+                "$set": {
+                    "live": False,
+                    "live_norm": closed_norm(fid),
+                    "valid_to": when.isoformat().replace("+00:00", "Z"),
+                    "closed_reason": reason,
+                    "replaced_by": replaced_by,
+                },
+            },
+        )
+
+    async def _live_docs(self, pid: str) -> list[Doc]:
+        """Live versions, finishing any close a crash interrupted (see the module docstring)."""
+        docs = await self._facts.find({"person": pid, "live": True}).sort(_ORDER).to_list()
+        replaced = {old: d for d in docs for old in d.get("replaces") or ()}
+        stale = [d for d in docs if d["id"] in replaced]
+        for d in stale:
+            newer = replaced[d["id"]]
+            await self._close(pid, d["id"], codec.now_ms(), "updated", newer["id"])
+        return [d for d in docs if d["id"] not in replaced]
+
+    async def list_facts(self, person: PersonKey, *, history: bool = False) -> list[Fact]:
+        with self._guard("list_facts"):
+            live = await self._live_docs(person.id)
+            if not history:
+                return [codec.load(Fact, d) for d in live]
+            docs = await self._facts.find({"person": person.id}).sort(_ORDER).to_list()
+        return [codec.load(Fact, d) for d in docs]
+
+    async def delete_fact(self, person: PersonKey, fact_id: str) -> bool:
+        fid = canonical_fact_id(fact_id)
+        with self._guard("delete_fact"):
+            docs = await self._facts.find({"person": person.id}).to_list()
+            ids = lineage(fid, {str(d["id"]): codec.load(Fact, d) for d in docs})
+            if not ids:
+                return False
+            result = await self._facts.delete_many({"person": person.id, "id": {"$in": ids}})
+        return result.deleted_count > 0
+
+    async def delete_all_facts(self, person: PersonKey) -> int:
+        with self._guard("delete_all_facts"):
+            result = await self._facts.delete_many({"person": person.id})
+        return result.deleted_count
+
+    async def add_receipt(self, receipt: ErasureReceipt) -> None:
+        doc: Doc = receipt.model_dump(mode="json")
+        doc["created_at"] = receipt.created_at
+        with self._guard("add_receipt"):
+            await self._receipts.insert_one(doc)
+
+    async def receipts(self, person: PersonKey) -> list[ErasureReceipt]:
+        with self._guard("receipts"):
+            docs = await self._receipts.find({"person": person.id}).sort(_ORDER).to_list()
+        return [codec.load(ErasureReceipt, d) for d in docs]
