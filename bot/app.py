@@ -32,6 +32,7 @@ from bot.model import ModelClient, ModelError
 from bot.ratelimit import Rate, TurnLimiter
 from bot.stores.factory import open_cache, open_store
 from bot.stores.protocols import Cache, LockTimeout, Store, StoreUnavailable
+from bot.text import clean_message, clean_request
 from bot.tokens import TokenCounter
 from bot.toolbox import ToolboxFactory, pack_catalog
 from bot.turn import STORE_DOWN_REPLY, Model, TurnResult, TurnRunner
@@ -135,6 +136,7 @@ class BotApp:
 
     async def run_turn(self, message: IncomingMessage, sink: ReplySink) -> TurnResult | None:
         """Like handle_message, returning the turn's record (tests and benchmarks read it)."""
+        message = clean_message(message)
         if not message.text.strip() and not message.attachments:
             await sink.finish(EMPTY_MESSAGE_REPLY)
             return None
@@ -172,7 +174,7 @@ class BotApp:
         return result
 
     async def handle_command(self, request: CommandRequest) -> CommandReply:
-        return await self.commands.handle(request)
+        return await self.commands.handle(clean_request(request))
 
     async def in_conversation(self, session: SessionKey) -> bool:
         try:

@@ -94,6 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(NOT_BUILT[args.command], EXIT_UNAVAILABLE)
     if args.command == "orders-demo":
         return _orders_demo(args)
+    if args.command == "chat" and (problem := _chat_args_problem(args)):
+        return _fail(problem)
     try:
         settings = load_settings()
     except ConfigError as exc:
@@ -150,6 +152,17 @@ async def _chat(settings: Settings, args: argparse.Namespace) -> int:
         return await run_console(app, user=user, channel=args.channel, thread=args.thread)
     finally:
         await app.close()
+
+
+def _chat_args_problem(args: argparse.Namespace) -> str | None:
+    """One line for an unusable --user/--channel/--thread (they become store keys)."""
+    if not args.channel.strip():
+        return "--channel must not be empty (default: terminal)"
+    if args.user is not None and not args.user.strip():
+        return "--user must not be empty (leave it out to use your login name)"
+    if args.thread is not None and not args.thread.strip():
+        return "--thread must not be empty (leave it out for no thread)"
+    return None
 
 
 def _login_name() -> str:

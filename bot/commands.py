@@ -33,6 +33,31 @@ TOOLS_HELP = (
 )
 
 
+# Bounds checked before any parsing (shlex is pure Python; a member's 1 MB word must cost
+# nothing). No command needs more: pack settings are a few URLs and tokens.
+MAX_COMMAND_CHARS = 2000
+MAX_WORDS = 32
+MAX_SHOWN = 40  # characters of a person's own word echoed back in an answer
+
+
+def echo_word(word: str) -> str:
+    """A word the person typed, safe to echo in `code`: short, printable, no backticks."""
+    if len(word) > MAX_SHOWN or not word.isprintable() or "`" in word:
+        return "that"
+    return f"`{word}`"
+
+
+def too_long(text: str) -> CommandReply | None:
+    """The refusal for input over the bounds, or None. O(1) in the text's length."""
+    if len(text) > MAX_COMMAND_CHARS:
+        return CommandReply(
+            f"That command is too long ({len(text):,} characters; the most is "
+            f"{MAX_COMMAND_CHARS:,}). Nothing was changed.",
+            ok=False,
+        )
+    return None
+
+
 class PackCatalog:
     """What the command layer needs to know about installable packs (see bot.toolbox)."""
 
@@ -71,7 +96,15 @@ class CommandHandler:
         self.eraser = Eraser(store, lock_session=lock_session, on_erased=on_erased)
 
     async def handle(self, req: CommandRequest) -> CommandReply:
+        refusal = too_long(req.text)
+        if refusal is not None:
+            return refusal
         words = req.text.strip().split()
+        if len(words) > MAX_WORDS:
+            return CommandReply(
+                f"That command has too many words (the most is {MAX_WORDS}). Nothing was changed.",
+                ok=False,
+            )
         try:
             if req.command.lstrip("/") == "memory":
                 return await self._memory(req, words)
@@ -80,7 +113,7 @@ class CommandHandler:
         except Exception:
             log.exception("command_failed", extra={"fields": {"command": req.command}})
             return CommandReply("Sorry, I couldn't do that right now. Please try again.", ok=False)
-        return CommandReply(f"I don't know the command `/{req.command}`.", ok=False)
+        return CommandReply(f"I don't know the command {echo_word('/' + req.command)}.", ok=False)
 
     # /memory ---------------------------------------------------------------------------------
 
@@ -103,11 +136,12 @@ class CommandHandler:
                     f"Receipt: `{receipt.id}` (it keeps the date and these counts, no content)."
                 )
             fact_id = words[1].strip("`")
-            if await self.store.delete_fact(person, fact_id):
+            if len(fact_id) <= MAX_SHOWN and await self.store.delete_fact(person, fact_id):
                 await self.store.compact()
-                return CommandReply(f"Forgotten: fact `{fact_id}` is erased.")
+                return CommandReply(f"Forgotten: fact {echo_word(fact_id)} is erased.")
             return CommandReply(
-                f"I have no fact `{fact_id}` about you. `/memory show` lists the ids.", ok=False
+                f"I have no fact {echo_word(fact_id)} about you. `/memory show` lists the ids.",
+                ok=False,
             )
         return CommandReply(MEMORY_HELP, ok=False)
 
@@ -146,7 +180,7 @@ class CommandHandler:
         if pack not in set(self.catalog.names()):
             available = ", ".join(sorted(self.catalog.names()))
             return CommandReply(
-                f"There is no tool pack `{pack}`. Available: {available}.", ok=False
+                f"There is no tool pack {echo_word(pack)}. Available: {available}.", ok=False
             )
         if action == "remove":
             if await self.store.remove(team, pack):

@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     bot_model_retries: int = Field(default=3, ge=0, le=10)
     bot_turn_timeout: float = Field(default=120.0, gt=0)
     bot_max_tool_rounds: int = Field(default=5, ge=1, le=20)
+    # Tool calls that run per model response / per turn; more get a `limit_exceeded` result.
+    bot_max_tool_calls_per_round: int = Field(default=10, ge=1, le=100)
+    bot_max_tool_calls: int = Field(default=30, ge=1, le=500)
     bot_reply_tokens: int = Field(default=1024, ge=64)
     # Turn admission (bot.ratelimit): "N/SECONDS" per person and per team, or "off"; and the
     # most turns of one team waiting or running in one process (0: no bound).

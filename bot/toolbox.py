@@ -39,8 +39,14 @@ class Toolbox:
     def schemas(self) -> list[dict[str, Any]]:
         return self.registry.openai_schemas()
 
-    async def run(self, calls: list[ToolCallRequest], ctx: ToolContext) -> list[ToolCallRecord]:
-        return await self.executor.execute(calls, ctx, self.registry)
+    def call_allowance(self, prior_calls: int) -> int:
+        """Calls of the next model response that will run (see `ExecutorConfig.allowance`)."""
+        return self.executor.config.allowance(prior_calls)
+
+    async def run(
+        self, calls: list[ToolCallRequest], ctx: ToolContext, *, prior_calls: int = 0
+    ) -> list[ToolCallRecord]:
+        return await self.executor.execute(calls, ctx, self.registry, prior_calls=prior_calls)
 
 
 class ToolboxFactory:
@@ -60,6 +66,10 @@ class ToolboxFactory:
             http=self.http,
             weather_api_url=settings.weather_api_url,
             geocoding_api_url=settings.geocoding_api_url,
+        )
+        config = config or ExecutorConfig(
+            max_calls_per_round=settings.bot_max_tool_calls_per_round,
+            max_calls_per_turn=settings.bot_max_tool_calls,
         )
         self.executor = ToolExecutor(config, idempotency=cache, on_record=self._record)
         self.reconciler = reconciler or Reconciler(store)  # rules only without a model

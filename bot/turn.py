@@ -40,6 +40,10 @@ FILE_SHARE = 0.6  # of the current turn's room that shared files may fill
 EMPTY_REPLY = "I don't have an answer to that — could you rephrase?"
 TIMEOUT_REPLY = "Sorry, that took too long and I had to stop. Please try again."
 INTERNAL_ERROR_REPLY = "Sorry, something went wrong on my side. Please try again."
+# Refused calls (over the per-response/per-turn cap) kept in the conversation, each with its
+# `limit_exceeded` result; calls past these are left out entirely, so a response asking for
+# thousands of calls costs a bounded number of messages and tokens.
+REFUSED_CALLS_SHOWN = 3
 STORE_DOWN_REPLY = (
     "Sorry, I can't reach my memory store right now, so I couldn't take this message in. "
     "Please send it again in a minute."
@@ -71,7 +75,11 @@ class Toolbox(Protocol):
 
     def schemas(self) -> list[dict[str, Any]]: ...
 
-    async def run(self, calls: list[ToolCallRequest], ctx: ToolContext) -> list[ToolCallRecord]: ...
+    def call_allowance(self, prior_calls: int) -> int: ...
+
+    async def run(
+        self, calls: list[ToolCallRequest], ctx: ToolContext, *, prior_calls: int = 0
+    ) -> list[ToolCallRecord]: ...
 
 
 @dataclass
@@ -298,7 +306,15 @@ class TurnRunner:
         result: TurnResult,
         guard: WriteGuard,
     ) -> None:
+        prior = sum(1 for r in result.tool_calls if r.outcome != "limit_exceeded")
         calls = response.tool_calls
+        keep = toolbox.call_allowance(prior) + REFUSED_CALLS_SHOWN
+        if len(calls) > keep:
+            log.warning(
+                "tool_calls_dropped",
+                extra={"fields": {"turn_id": ctx.turn_id, "asked": len(calls), "kept": keep}},
+            )
+            calls = calls[:keep]
         call_dicts = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
             for c in calls
@@ -315,8 +331,9 @@ class TurnRunner:
             {"role": "assistant", "content": response.content or None, "tool_calls": call_dicts}
         )
         blocked = {c.id for c in calls if guard.blocks(c, toolbox.registry)}
+        allowed = [c for c in calls if c.id not in blocked]
         started_ns = tracing.now_ns()
-        ran = iter(await toolbox.run([c for c in calls if c.id not in blocked], ctx))
+        ran = iter(await toolbox.run(allowed, ctx, prior_calls=prior))
         records = [guard.refusal(c) if c.id in blocked else next(ran) for c in calls]
         if blocked:
             log.warning(

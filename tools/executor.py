@@ -8,7 +8,9 @@
 - `business_error`: `ToolBusinessError` text, shown as-is, not retried;
 - `timeout` / `transient_error`: retried a bounded number of times with jittered backoff, then
   reported as temporarily unavailable (`retryable: true`);
-- `unexpected_error`: logged with its stack trace; the model only hears that it failed.
+- `unexpected_error`: logged with its stack trace; the model only hears that it failed;
+- `limit_exceeded`: not run, because the response asked for more than `max_calls_per_round`
+  calls, or the turn already ran `max_calls_per_turn` (one log line for all of them).
 
 Calls of one response run concurrently under a cap and come back in request order. Write tools
 are idempotent (see `tools.idempotency`). Logs carry ids, outcome and sizes, never argument
@@ -68,6 +70,12 @@ class ExecutorConfig:
     max_result_chars: int = 4000  # envelope size sent to the model before trimming
     idempotency_ttl: float = 600.0  # seconds a write tool's result is replayed
     retry_budget: float = 30.0  # no retry starts later than this many seconds into a call
+    max_calls_per_round: int = 10  # calls of one model response that run; the rest are refused
+    max_calls_per_turn: int = 30  # calls run in one turn, over all its rounds
+
+    def allowance(self, prior_calls: int) -> int:
+        """How many calls of the next response may run, `prior_calls` having run this turn."""
+        return max(0, min(self.max_calls_per_round, self.max_calls_per_turn - prior_calls))
 
 
 @dataclass(slots=True)
@@ -144,13 +152,58 @@ class ToolExecutor:
         self._locks: KeyLocks[str] = KeyLocks()
 
     async def execute(
-        self, calls: Sequence[ToolCallRequest], ctx: ToolContext, registry: ToolRegistry
+        self,
+        calls: Sequence[ToolCallRequest],
+        ctx: ToolContext,
+        registry: ToolRegistry,
+        *,
+        prior_calls: int = 0,
     ) -> list[ToolCallRecord]:
-        """Run `calls` (concurrently, capped) and return their records in the same order."""
+        """Run `calls` (concurrently, capped) and return their records in the same order.
+
+        Only the first `allowance(prior_calls)` calls run; each one after them gets a
+        `limit_exceeded` error record (not passed to `on_record`: nothing happened).
+        """
+        allowed = self.config.allowance(prior_calls)
+        run, refused = calls[:allowed], calls[allowed:]
         sem = asyncio.Semaphore(max(1, self.config.max_concurrency))
-        if len(calls) == 1:
-            return [await self._one(calls[0], ctx, registry, sem)]
-        return list(await asyncio.gather(*(self._one(c, ctx, registry, sem) for c in calls)))
+        if len(run) == 1:
+            records = [await self._one(run[0], ctx, registry, sem)]
+        else:
+            records = list(await asyncio.gather(*(self._one(c, ctx, registry, sem) for c in run)))
+        if refused:
+            logger.warning(
+                "tool_calls_limited",
+                extra={
+                    "fields": {
+                        "turn_id": ctx.turn_id,
+                        "ran": len(run),
+                        "refused": len(refused),
+                        "prior": prior_calls,
+                    }
+                },
+            )
+            records.extend(self._refused(c) for c in refused)
+        return records
+
+    def _refused(self, call: ToolCallRequest) -> ToolCallRecord:
+        cfg = self.config
+        message = (
+            f"Not run: too many tool calls (at most {cfg.max_calls_per_round} per response and "
+            f"{cfg.max_calls_per_turn} per turn). Answer with the results you have, or ask for "
+            "fewer calls."
+        )
+        res = _fail("limit_exceeded", message, retryable=False)
+        return ToolCallRecord(
+            call_id=new_call_id(),
+            tool_call_id=call.id,
+            name=call.name,
+            arguments=call.arguments,
+            outcome=res.outcome,
+            content=res.content,
+            duration_ms=0.0,
+            result_size=res.result_size,
+        )
 
     async def _one(
         self,

@@ -18,6 +18,7 @@ Outcome = Literal[
     "transient_error",
     "timeout",
     "unexpected_error",
+    "limit_exceeded",
 ]
 
 

@@ -25,6 +25,11 @@ from bot.tokens import REPLY_PRIMER, TokenCounter
 
 FRESH_TURNS = 2  # turns whose tool results are kept whole
 MIN_TOOL_CONTENT_TOKENS = 64
+# Last resort when even the latest round's trimmed results do not fit: the result is left out.
+ARGS_LEFT_OUT = "…[arguments left out to fit the context]"
+RESULT_LEFT_OUT = (
+    '{"ok": false, "error": {"type": "trimmed", "message": "result left out to fit the context"}}'
+)
 
 
 @dataclass
@@ -206,6 +211,26 @@ class ContextBuilder:
                 out[i]["content"] = self._cut_user(m["content"], target)
                 total = total - size + count(out[i])
                 notes.append("user message cut to fit")
+        for i, m in enumerate(out):
+            if total <= cap:
+                break
+            if m["role"] == "tool" and m.get("content") != RESULT_LEFT_OUT:
+                size = count(m)
+                out[i]["content"] = RESULT_LEFT_OUT
+                total = total - size + count(out[i])
+                notes.append("tool result left out to fit")
+        for i, m in enumerate(out):
+            if total <= cap:
+                break
+            if m.get("tool_calls"):
+                size = count(m)
+                calls = [
+                    {**c, "function": {**c.get("function", {}), "arguments": ARGS_LEFT_OUT}}
+                    for c in m["tool_calls"]
+                ]
+                out[i] = {**m, "tool_calls": calls}
+                total = total - size + count(out[i])
+                notes.append("tool call arguments left out to fit")
         return out
 
     def _cut_user(self, content: str | list[dict[str, Any]], target: int) -> Any:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from tests.slack.conftest import StartHarness
 from tests.slack.echo_core import EchoCore
 from tests.slack.harness import SlackHarness
@@ -57,9 +55,9 @@ async def test_slow_command_acks_at_once_and_answers_via_response_url(
 ) -> None:
     core = EchoCore(command_delay=0.5)
     slack = await start_harness(core, command_inline_seconds=0.1)
-    started = time.perf_counter()
     resp = await slack.command("/memory", "forget all")
-    assert resp.status == 200 and time.perf_counter() - started < 0.4
+    # Acked empty while the command was still running: its answer was not posted yet.
+    assert resp.status == 200 and not slack.fake.responses
     assert (await resp.read()) == b""
     await slack.fake.wait_for(lambda: bool(slack.fake.responses))
     [answer] = slack.fake.responses

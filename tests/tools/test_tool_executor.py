@@ -364,18 +364,24 @@ async def test_tools_receive_the_context(make_executor: MakeExecutor, ctx: ToolC
 async def test_calls_run_concurrently_and_keep_request_order(
     make_executor: MakeExecutor, ctx: ToolContext
 ) -> None:
-    @tool(description="Sleep then echo.")
+    entered: list[str] = []
+    all_in = asyncio.Event()
+
+    @tool(description="Wait for every call to start, sleep, then echo.")
     async def nap(delay: float, tag: str) -> str:
+        entered.append(tag)
+        if len(entered) == 5:
+            all_in.set()
+        await all_in.wait()  # run one at a time, this never returns: the tool times out
         await asyncio.sleep(delay)
         return tag
 
     calls = [
-        call("nap", json.dumps({"delay": 0.2 - i * 0.04, "tag": f"t{i}"}), f"c{i}")
+        call("nap", json.dumps({"delay": 0.1 - i * 0.02, "tag": f"t{i}"}), f"c{i}")
         for i in range(5)
     ]
-    started = time.perf_counter()
     recs = await run(make_executor(max_concurrency=8), ctx, *calls, tools=[nap])
-    assert time.perf_counter() - started < 0.4  # sequential would take 0.6 s
+    assert all(r.outcome == "ok" for r in recs)
     assert [env(r)["data"] for r in recs] == ["t0", "t1", "t2", "t3", "t4"]
     assert [r.tool_call_id for r in recs] == ["c0", "c1", "c2", "c3", "c4"]
 

@@ -1,0 +1,80 @@
+"""Start-up failures a user can cause end with one clear line and no traceback."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _run(
+    args: list[str], tmp_path: Path, stdin: str = "", **env_extra: str
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "BOT_", "MONGODB", "REDIS", "SLACK_", "DISCORD_"))
+    }
+    env.update({"BOT_DATA_DIR": str(tmp_path / "data"), "OPENAI_API_KEY": "sk-test", **env_extra})
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=env,
+    )
+
+
+def _one_line(done: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("bot: ")]
+    assert len(lines) == 1, done.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_chat_with_an_empty_channel(tmp_path: Path) -> None:
+    done = _run(["chat", "--channel", ""], tmp_path, stdin="hi\n")
+    _one_line(done, "--channel must not be empty")
+    assert done.stderr.strip().count("\n") == 0
+
+
+def test_chat_with_an_empty_user_or_thread(tmp_path: Path) -> None:
+    _one_line(_run(["chat", "--user", " "], tmp_path, stdin="hi\n"), "--user")
+    _one_line(_run(["chat", "--thread", ""], tmp_path, stdin="hi\n"), "--thread")
+
+
+SLACK = {
+    "SLACK_BOT_TOKEN": "xoxb-test",
+    "SLACK_SIGNING_SECRET": "secret",
+    "SLACK_API_URL": "http://127.0.0.1:9/api/",
+}
+
+
+def test_slack_with_its_port_taken(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _run(
+            ["slack"], tmp_path, BOT_HTTP_HOST="127.0.0.1", BOT_HTTP_PORT=str(port), **SLACK
+        )
+    _one_line(done, "cannot listen on", str(port), "BOT_HTTP_PORT")
+
+
+def test_slack_with_mongodb_unreachable(tmp_path: Path) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # bound, never listening: connections are refused
+        done = _run(
+            ["slack"],
+            tmp_path,
+            MONGODB_URI=f"mongodb://127.0.0.1:{port}/?serverSelectionTimeoutMS=500",
+            **SLACK,
+        )
+    _one_line(done, "cannot open the store")
