@@ -81,9 +81,10 @@ class SlackHandlers:
         app.event("assistant_thread_context_changed")(self.on_ignored_event)
         for name in COMMANDS:
             app.command(f"/{name}")(self.on_command)
-        if self.installation_store is not None:
-            app.event("app_uninstalled")(self.on_app_uninstalled)
-            app.event("tokens_revoked")(self.on_tokens_revoked)
+        # Subscribed in the manifest in both modes: acknowledged and logged even without an
+        # installation store (single workspace), so Bolt never answers Slack 404.
+        app.event("app_uninstalled")(self.on_app_uninstalled)
+        app.event("tokens_revoked")(self.on_tokens_revoked)
         app.error(self.on_error)
 
     # -- events ------------------------------------------------------------------------------
@@ -98,6 +99,10 @@ class SlackHandlers:
     ) -> None:
         received = time.monotonic()
         metrics.EVENTS.labels(PLATFORM, str(event.get("type"))).inc()
+        if event.get("edited"):
+            # Slack re-sends app_mention for an edited message: the original was answered.
+            metrics.DROPPED_MESSAGES.labels(PLATFORM, "edited").inc()
+            return
         route = route_event(
             event,
             team=_team(context, body),
@@ -272,9 +277,10 @@ class SlackHandlers:
     async def on_tokens_revoked(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
         metrics.EVENTS.labels(PLATFORM, "tokens_revoked").inc()
         store = self.installation_store
-        if store is None:
-            return
         tokens = event.get("tokens") or {}
+        if store is None:
+            emit(_LOG, "slack_tokens_revoked", team=context.team_id, bot=bool(tokens.get("bot")))
+            return
         for user_id in tokens.get("oauth") or []:
             await store.async_delete_installation(
                 enterprise_id=context.enterprise_id, team_id=context.team_id, user_id=user_id

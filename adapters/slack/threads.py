@@ -17,7 +17,9 @@ from collections.abc import Awaitable, Callable
 from cachetools import TLRUCache
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.common.logs import emit
 from adapters.slack.errors import api_failed
+from bot import metrics
 
 _LOG = logging.getLogger(__name__)
 
@@ -31,14 +33,12 @@ class ThreadTracker:
         positive_ttl: float = 7 * 86400.0,
         negative_ttl: float = 30.0,
         maxsize: int = 100_000,
-        max_pages: int = 3,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         # A "yes" lives `positive_ttl`, a "no" only `negative_ttl` (the bot may be mentioned).
         self._known: TLRUCache[_Key, bool] = TLRUCache(
             maxsize, lambda _k, found, now: now + (positive_ttl if found else negative_ttl), clock
         )
-        self._max_pages = max_pages
         self._inflight: dict[_Key, asyncio.Task[bool]] = {}
 
     def mark(self, team: str, channel: str, thread_ts: str) -> None:
@@ -87,22 +87,43 @@ class ThreadTracker:
         bot_user_id: str | None,
         bot_id: str | None,
     ) -> bool:
-        cursor: str | None = None
-        for _ in range(self._max_pages):
-            try:
-                resp = await client.conversations_replies(
-                    channel=channel, ts=thread_ts, limit=200, cursor=cursor
-                )
-            except Exception as exc:
-                api_failed(_LOG, "conversations.replies", exc, channel=channel)
-                return False
-            for message in resp.get("messages") or []:
-                if (bot_user_id and message.get("user") == bot_user_id) or (
-                    bot_id and message.get("bot_id") == bot_id
-                ):
-                    return True
-            meta = resp.get("response_metadata") or {}
-            cursor = meta.get("next_cursor") or None
-            if not resp.get("has_more") or not cursor:
-                return False
+        # One small call, never waiting on its rate limit (apps outside the Marketplace get
+        # 1 call a minute and 15 messages per call): a copy of the client without retries.
+        quick = AsyncWebClient(
+            token=client.token,
+            base_url=client.base_url,
+            session=client.session,
+            timeout=10,
+            retry_handlers=[],
+        )
+        try:
+            resp = await quick.conversations_replies(channel=channel, ts=thread_ts, limit=15)
+        except Exception as exc:
+            code = api_failed(_LOG, "conversations.replies", exc, channel=channel)
+            metrics.DROPPED_MESSAGES.labels("slack", "thread_lookup_failed").inc()
+            emit(
+                _LOG,
+                "slack_follow_up_dropped",
+                logging.WARNING,
+                channel=channel,
+                reason="thread_lookup_failed",
+                error=code,
+            )
+            return False
+        for message in resp.get("messages") or []:
+            if (bot_user_id and message.get("user") == bot_user_id) or (
+                bot_id and message.get("bot_id") == bot_id
+            ):
+                return True
+        if resp.get("has_more"):
+            # The bot may have answered further down: say so rather than drop it silently.
+            metrics.DROPPED_MESSAGES.labels("slack", "thread_lookup_incomplete").inc()
+            emit(
+                _LOG,
+                "slack_follow_up_dropped",
+                logging.INFO,
+                channel=channel,
+                reason="thread_lookup_incomplete",
+            )
+        return False
         return False

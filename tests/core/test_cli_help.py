@@ -21,18 +21,14 @@ def test_every_command_has_its_line_in_the_one_help_table() -> None:
     assert set(cli.NOT_BUILT) <= set(_subcommands())
 
 
-@pytest.mark.parametrize("name", sorted(cli.NOT_BUILT))
-def test_a_command_not_built_says_so_everywhere(
-    name: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    command = _subcommands()[name]
-    help_text = command.format_help()
-    assert "not in this version" in help_text
-    assert "not in this version" in cli.HELP[name]
-    for flags in (["--now"], []) if name == "consolidate" else ([],):
-        assert cli.main([name, *flags]) == cli.EXIT_UNAVAILABLE
+def test_a_command_not_built_says_so_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
+    """Empty today (every contract command is built); kept so a reserved name stays honest."""
+    for name, line in cli.NOT_BUILT.items():
+        help_text = _subcommands()[name].format_help()
+        assert "not in this version" in help_text and "not in this version" in cli.HELP[name]
+        assert cli.main([name]) == cli.EXIT_UNAVAILABLE
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and "not part of this version" in err[0]
+        assert err == [f"bot: {line}"]
 
 
 @pytest.mark.parametrize(

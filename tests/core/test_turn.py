@@ -8,6 +8,7 @@ from typing import Any
 from bot.turn import TurnResult
 from tests.fakes.openai_server import FakeOpenAI, hang, status, text, tool_calls
 from tests.helpers import message, say
+from tests.support.token_oracle import request_tokens
 
 
 def _tool_messages(req: dict[str, Any]) -> list[dict[str, Any]]:
@@ -120,7 +121,7 @@ async def test_empty_and_oversized_messages(make_app: Any, fake_openai: FakeOpen
     big = "lorem ipsum " * 20_000
     sink = await say(app, big)
     assert sink.final and not sink.error
-    assert _request_tokens(app, fake_openai.requests[-1]) <= 3000
+    assert request_tokens(fake_openai.requests[-1]) <= 3000
 
 
 async def test_sessions_and_people_are_isolated(make_app: Any, fake_openai: FakeOpenAI) -> None:
@@ -135,15 +136,6 @@ async def test_sessions_and_people_are_isolated(make_app: Any, fake_openai: Fake
     await say(app, "hello again", channel="C-two", user="alice")
     seen = json.dumps(fake_openai.requests, ensure_ascii=False)
     assert "allergic to peanuts" in seen and "secret plan" not in seen
-
-
-def _request_tokens(app: Any, req: dict[str, Any]) -> int:
-    counter = app.counter
-    return (
-        counter.messages(req["messages"])
-        + counter.tools(req.get("tools") or [])
-        + int(req.get("max_tokens") or req.get("max_completion_tokens") or 0)
-    )
 
 
 def _sink() -> Any:
@@ -188,5 +180,5 @@ async def test_huge_tool_call_arguments_do_not_break_the_budget(
     fake_openai.push(tool_calls([("remember", huge)]), tool_calls([("remember", huge)]), text("ok"))
     sink = await say(app, "remember all of this")
     assert sink.final == "ok"
-    sizes = [_request_tokens(app, r) for r in fake_openai.requests]
+    sizes = [request_tokens(r) for r in fake_openai.requests]
     assert max(sizes) <= 3000, sizes

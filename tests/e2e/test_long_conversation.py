@@ -17,6 +17,7 @@ import pytest
 from bot.app import BotApp
 from tests.fakes.openai_server import FakeOpenAI, Step, default_brain, message_text, text
 from tests.helpers import say
+from tests.support.token_oracle import request_tokens
 
 BUDGET = 3000
 TURNS = 200
@@ -54,15 +55,6 @@ class SummaryBrain:
         return default_brain(request)
 
 
-def _request_tokens(app: BotApp, req: dict[str, Any]) -> int:
-    counter = app.counter
-    return (
-        counter.messages(req["messages"])
-        + counter.tools(req.get("tools") or [])
-        + int(req.get("max_tokens") or req.get("max_completion_tokens") or 0)
-    )
-
-
 async def _converse(app: BotApp, fake: FakeOpenAI, brain: SummaryBrain, fact: str) -> None:
     where = {"channel": f"C{uuid.uuid4().hex[:6]}", "user": "U42"}
     first = await say(app, f"Hi! Note for this chat: {fact}.", **where)
@@ -82,7 +74,7 @@ async def _converse(app: BotApp, fake: FakeOpenAI, brain: SummaryBrain, fact: st
     assert final.final
     chats = [r for r in fake.requests if not r.get("response_format")]
     assert len(chats) >= TURNS
-    over = [_request_tokens(app, r) for r in fake.requests if _request_tokens(app, r) > BUDGET]
+    over = [request_tokens(r) for r in fake.requests if request_tokens(r) > BUDGET]
     assert not over, f"requests over budget: {over[:5]}"
     last_context = json.dumps(chats[-1]["messages"], ensure_ascii=False)
     assert fact in last_context

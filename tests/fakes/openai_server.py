@@ -43,6 +43,13 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes import memory_brain
+from tests.fakes.openai_rules import (
+    CONVERSATION_RULES,
+    Rejection,
+    Rule,
+    first_rejection,
+    image_parts_need_vision,
+)
 
 __all__ = [
     "Brain",
@@ -303,7 +310,9 @@ class FakeOpenAI:
     `latency`: seconds added before every chat answer; `chunk_delay`: between SSE chunks.
     `models_endpoint=False` makes GET /models 404 (servers without it).
     `stream_options="honour" | "ignore" | "reject"`: how `stream_options.include_usage` is met.
-    `text_only_models`: models that, like OpenAI's text-only ones, answer 400 to `image_url` parts.
+    `rules`: what the real API refuses with 400 (`tests.fakes.openai_rules`: unknown roles, tool
+    messages nobody asked for, tool calls left unanswered); `text_only_models`: models that, like
+    OpenAI's text-only ones, also refuse `image_url` parts. Refusals are kept in `rejections`.
     """
 
     brain: Brain = default_brain
@@ -320,6 +329,8 @@ class FakeOpenAI:
     requests: list[dict[str, Any]] = field(default_factory=list)
     request_headers: list[dict[str, str]] = field(default_factory=list)
     script: deque[Step] = field(default_factory=deque)
+    rules: tuple[Rule, ...] = CONVERSATION_RULES
+    rejections: list[Rejection] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._runner: web.AppRunner | None = None
@@ -339,6 +350,7 @@ class FakeOpenAI:
         """Forget recorded requests and pending steps."""
         self.requests.clear()
         self.request_headers.clear()
+        self.rejections.clear()
         self.script.clear()
 
     @property
@@ -463,9 +475,11 @@ class FakeOpenAI:
                 Status(400, message="Unrecognized request argument supplied: stream_options"),
                 None,
             )
-        refused = self._refuse_images(body)
-        if refused is not None:
-            return refused
+        rules = (*self.rules, image_parts_need_vision(self.text_only_models))
+        rejection = first_rejection(body, rules)
+        if rejection is not None:
+            self.rejections.append(rejection)
+            return web.json_response(rejection.body(), status=400)
         if self.latency:
             await asyncio.sleep(self.latency)
 
@@ -496,28 +510,6 @@ class FakeOpenAI:
         if body.get("stream"):
             return await self._stream_reply(request, body, step)
         return web.json_response(self._completion(body, step))
-
-    def _refuse_images(self, body: dict[str, Any]) -> web.Response | None:
-        """A text-only model refuses image parts with 400, as OpenAI's API does."""
-        if body.get("model") not in self.text_only_models:
-            return None
-        for m_index, message in enumerate(body.get("messages") or []):
-            content = message.get("content") if isinstance(message, dict) else None
-            for p_index, part in enumerate(content if isinstance(content, list) else []):
-                if isinstance(part, dict) and part.get("type") == "image_url":
-                    return web.json_response(
-                        {
-                            "error": {
-                                "message": "Invalid content type. image_url is only supported "
-                                "by certain models.",
-                                "type": "invalid_request_error",
-                                "param": f"messages.[{m_index}].content.[{p_index}].type",
-                                "code": None,
-                            }
-                        },
-                        status=400,
-                    )
-        return None
 
     async def _think(self, body: dict[str, Any]) -> Step:
         result = self.brain(body)

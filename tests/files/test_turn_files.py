@@ -14,6 +14,7 @@ from bot.messages import Attachment
 from tests.fakes.openai_server import FakeOpenAI
 from tests.helpers import CollectingSink, message
 from tests.support.files import LAST_LOG_LINE, MemoryFetch, attachment, make_log, make_pdf, make_png
+from tests.support.token_oracle import request_tokens
 
 ENC = tiktoken.get_encoding("o200k_base")
 
@@ -23,23 +24,8 @@ def _user_content(request: dict[str, Any]) -> Any:
 
 
 def _request_tokens(request: dict[str, Any]) -> int:
-    """An independent count of what the server received: tiktoken on every text, images at
-    OpenAI's tile rule (the bench and the budget must agree on them, checked in the unit test)."""
-    total = 3
-    for m in request["messages"]:
-        total += 4
-        content = m.get("content")
-        parts = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
-        for part in parts:
-            if part["type"] == "text":
-                total += len(ENC.encode(part["text"]))
-            else:
-                total += 1105
-        for call in m.get("tool_calls") or []:
-            total += 4 + len(ENC.encode(json.dumps(call["function"])))
-    if request.get("tools"):
-        total += len(ENC.encode(json.dumps(request["tools"], separators=(",", ":"))))
-    return total
+    """The prompt as the server received it, counted independently of the bot's counter."""
+    return request_tokens(request, reply=False)
 
 
 async def _send(app: Any, text: str, *files: Attachment) -> CollectingSink:
