@@ -5,6 +5,9 @@ it reads one message per line and prints one reply per message (so scripts can d
 starting with `/memory` or `/tools` run the slash commands; the person at the terminal runs the
 bot process, so they count as its admin for `/tools install|remove`. `--user` and `--channel`
 name who is speaking and where, so several people and places can be simulated in one script.
+Without `--channel` the conversation is a DM between that person and the bot (`dm-<user>`);
+with it, a channel (`--private` for a private one). `--at` dates the messages (for replaying
+conversations that happened earlier).
 A line `/attach PATH` attaches that file to the next message (several such lines attach several
 files); an empty line right after them sends the files on their own.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TextIO
 
 from adapters.console_files import AttachRefused, local_attachment
@@ -68,11 +72,20 @@ async def _read_line(interactive: bool) -> str | None:
 
 
 async def run_console(
-    core: BotCore, *, user: str, channel: str, thread: str | None = None, out: TextIO = sys.stdout
+    core: BotCore,
+    *,
+    user: str,
+    channel: str | None,
+    thread: str | None = None,
+    private: bool = False,
+    sent_at: datetime | None = None,
+    out: TextIO = sys.stdout,
 ) -> int:
     """Read messages until EOF; returns the process exit code."""
     # ":" separates the parts of store keys; names typed on a command line may contain it.
-    user, channel = user.replace(":", "_"), channel.replace(":", "_")
+    user = user.replace(":", "_")
+    is_dm = channel is None
+    channel = f"dm-{user}" if channel is None else channel.replace(":", "_")
     thread = thread.replace(":", "_") if thread else None
     interactive = sys.stdin.isatty()
     if interactive and hasattr(sys.stdin, "reconfigure"):
@@ -112,7 +125,9 @@ async def run_console(
             user=user,
             text=text,
             user_name=user,
-            is_dm=True,
+            is_dm=is_dm,
+            is_private=private and not is_dm,
+            sent_at=sent_at,
             attachments=tuple(pending),
         )
         pending = []

@@ -23,6 +23,7 @@ from bot.files.intake import FileLimits, too_many_files_reply
 from bot.files.vision import Vision
 from bot.keys import SessionKey
 from bot.memory.context import ContextBuilder
+from bot.memory.episodic.service import RECALL_SHARE, EpisodicMemory, open_episodic
 from bot.memory.reconcile import Reconciler
 from bot.memory.session import CompressionPolicy, SessionMemory
 from bot.memory.structured import JsonAsker
@@ -70,8 +71,10 @@ class BotApp:
         cache: Cache,
         model: Model,
         summary_model: Model | None = None,
+        episodic: EpisodicMemory | None = None,
     ) -> None:
         self.settings = settings
+        self.episodic = episodic  # long-term episodic memory; None: the turn recalls nothing
         self.store = store
         self.cache = cache
         self.model = model
@@ -79,7 +82,10 @@ class BotApp:
         self.counter = TokenCounter(settings.bot_model)
         budget = settings.bot_context_tokens
         reply_tokens = min(settings.bot_reply_tokens, budget // 4)
-        self.builder = ContextBuilder(self.counter, budget=budget, reply_tokens=reply_tokens)
+        recall_tokens = int(budget * RECALL_SHARE) if episodic is not None else 0
+        self.builder = ContextBuilder(
+            self.counter, budget=budget, reply_tokens=reply_tokens, recall_tokens=recall_tokens
+        )
         self.memory = SessionMemory(
             store,
             cache,
@@ -113,6 +119,7 @@ class BotApp:
                 download_timeout=settings.bot_file_timeout,
             ),
             vision=Vision(settings.bot_vision, settings.bot_model),
+            recall=episodic.recall if episodic is not None else None,
         )
         self.commands = CommandHandler(
             store,
@@ -165,6 +172,8 @@ class BotApp:
                         await sink.finish(STORE_DOWN_REPLY, error=True)
                         return None
                     result = await self.runner.run(message, toolbox, sink)
+                    if self.episodic is not None:
+                        self.episodic.after_turn(session)
                     record_turn(message.platform, result, set(toolbox.registry.names()))
         except LockTimeout:
             await sink.finish(BUSY_REPLY, error=True)
@@ -225,6 +234,8 @@ class BotApp:
         await self.model.close()
         if self.summary_model is not self.model:
             await self.summary_model.close()
+        if self.episodic is not None:
+            await self.episodic.close()
         await self.cache.close()
         if self.memory_index is not None:
             await self.memory_index.close()
@@ -297,9 +308,12 @@ class BotApp:
             await asyncio.wait(pending, timeout=within)
 
 
-async def build_app(settings: Settings, *, cache: Cache | None = None) -> BotApp:
+async def build_app(
+    settings: Settings, *, cache: Cache | None = None, episodic: bool = True
+) -> BotApp:
     """Open the stores and the model client from settings (every command and test builds the
-    app here). `cache`: an already-open cache to use instead of the one the settings name."""
+    app here). `cache`: an already-open cache to use instead of the one the settings name.
+    `episodic=False` leaves long-term episodic memory out (tests of other parts)."""
     api_key = settings.require_openai_key()
     try:
         tracing.configure(settings.bot_tracing)
@@ -326,12 +340,34 @@ async def build_app(settings: Settings, *, cache: Cache | None = None) -> BotApp
         timeout=settings.bot_model_timeout,
         max_retries=settings.bot_model_retries,
     )
-    app = BotApp(settings, store=store, cache=cache, model=model)
-    try:
-        from bot.memory.index_tiers import attach_memory_index
+    if not episodic:
+        app = BotApp(settings, store=store, cache=cache, model=model)
+        try:
+            from bot.memory.index_tiers import attach_memory_index
 
-        await attach_memory_index(app, data_dir=settings.bot_data_dir)
+            await attach_memory_index(app, data_dir=settings.bot_data_dir)
+        except Exception as exc:
+            await app.close()
+            raise StartupError(f"cannot open the memory index: {exc}") from None
+        return app
+    try:
+        memory = await open_episodic(
+            store,
+            data_dir=settings.bot_data_dir,
+            counter=TokenCounter(settings.bot_model),
+            embedding_model=settings.bot_embedding_model,
+            api_key=api_key,
+            base_url=settings.openai_base_url,
+        )
     except Exception as exc:
-        await app.close()
-        raise StartupError(f"cannot open the memory index: {exc}") from None
+        await cache.close()
+        await store.close()
+        raise StartupError(f"cannot open the long-term memory: {exc}") from None
+    app = BotApp(settings, store=store, cache=cache, model=model, episodic=memory)
+    from bot.memory.index_tiers import IndexMemories
+
+    # One index: consolidated memories are embedded by the episodic indexer, and
+    # `/memory forget all` erases the person's entries through the same tier.
+    app.attach_memory_tier(IndexMemories(memory.index, memory.indexer.add_entries), memory.index)
+    await memory.start()  # indexes what a crash left unindexed, in the background
     return app

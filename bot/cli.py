@@ -13,6 +13,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from bot.config import ConfigError, Settings, load_settings
@@ -51,8 +52,21 @@ def _parser() -> argparse.ArgumentParser:
 
     chat = sub.add_parser("chat", help=HELP["chat"], description=HELP["chat"])
     chat.add_argument("--user", default=None, help="who is speaking (default: your login name)")
-    chat.add_argument("--channel", default="terminal", help="where the conversation happens")
+    chat.add_argument(
+        "--channel",
+        default=None,
+        help="a channel where the conversation happens (default: a DM between you and the bot)",
+    )
     chat.add_argument("--thread", default=None, help="a thread inside the channel")
+    chat.add_argument(
+        "--private", action="store_true", help="the channel is private (its memories stay in it)"
+    )
+    chat.add_argument(
+        "--at",
+        type=_date_arg,
+        default=None,
+        help="date the messages as sent at this moment (YYYY-MM-DD or ISO date-time, UTC)",
+    )
 
     for name in ("slack", "discord"):
         sub.add_parser(name, help=HELP[name], description=HELP[name])
@@ -149,15 +163,32 @@ async def _chat(settings: Settings, args: argparse.Namespace) -> int:
     app = await _open_app(settings)
     try:
         user = args.user or _login_name()
-        return await run_console(app, user=user, channel=args.channel, thread=args.thread)
+        return await run_console(
+            app,
+            user=user,
+            channel=args.channel,
+            thread=args.thread,
+            private=args.private,
+            sent_at=args.at,
+        )
     finally:
         await app.close()
 
 
+def _date_arg(value: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a date: {value!r} (use YYYY-MM-DD or YYYY-MM-DDTHH:MM)"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 def _chat_args_problem(args: argparse.Namespace) -> str | None:
     """One line for an unusable --user/--channel/--thread (they become store keys)."""
-    if not args.channel.strip():
-        return "--channel must not be empty (default: terminal)"
+    if args.channel is not None and not args.channel.strip():
+        return "--channel must not be empty (leave it out for a DM with the bot)"
     if args.user is not None and not args.user.strip():
         return "--user must not be empty (leave it out to use your login name)"
     if args.thread is not None and not args.thread.strip():

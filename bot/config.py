@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     bot_redis_prefix: str = Field(default="bot:", min_length=1, max_length=100)
     bot_data_dir: Path = Path("./.bot-data")
     bot_session_ttl: float = Field(default=1800.0, gt=0)
+    # Embeddings for long-term memory: local | none | a model at the endpoint; unset = local
+    # when the `embeddings` extra is installed, else none (bot.embeddings.factory).
+    bot_embedding_model: str | None = None
 
     slack_bot_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
@@ -104,6 +107,7 @@ class Settings(BaseSettings):
         "bot_secret_key",
         "discord_gateway_url",
         "discord_shard_count",
+        "bot_embedding_model",
         mode="before",
     )
     @classmethod

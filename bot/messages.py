@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from bot.keys import PersonKey, SessionKey
@@ -54,6 +55,10 @@ class IncomingMessage:
     user_name: str | None = None
     is_dm: bool = False
     attachments: tuple[Attachment, ...] = ()
+    # A private channel or group DM (its memories never leave it; a DM is private as well).
+    is_private: bool = False
+    # When the platform says the message was sent (None: now). Dates what is remembered.
+    sent_at: datetime | None = None
 
     @property
     def session(self) -> SessionKey:

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -22,13 +23,20 @@ from bot.files.prepare import FileInput, prepare_files
 from bot.files.vision import Vision
 from bot.keys import SessionKey
 from bot.memory.context import ContextBuilder, MemoryView
+from bot.memory.episodic.excerpts import message_meta
 from bot.memory.prompts import FINAL_ANSWER_NOTE
-from bot.memory.render import PRIVATE_TOOLS
+from bot.memory.render import (
+    PRIVATE_TOOLS,
+    RECALLED,
+    RECALLED_FROM,
+    RECALLED_IDS,
+    RECALLED_TOKENS,
+)
 from bot.memory.session import HotSession, SessionMemory
 from bot.messages import IncomingMessage, ReplySink
 from bot.model import ModelError, ModelResponse
 from bot.stores.protocols import FactStore, StoreUnavailable
-from bot.stores.records import NewMessage
+from bot.stores.records import NewMessage, StoredMessage
 from bot.write_guard import WriteGuard
 from tools.registry import ToolRegistry
 from tools.types import ToolCallRecord, ToolCallRequest, ToolContext
@@ -66,6 +74,24 @@ class Model(Protocol):
     ) -> ModelResponse: ...
 
     async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """Memories recalled for a message: their text ("" for none) and whose words they are."""
+
+    text: str = ""
+    people: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)  # index entry ids
+
+
+class Recall(Protocol):
+    """Long-term memories for a message (`bot.memory.episodic.service.EpisodicMemory.recall`):
+    at most `tokens` tokens of text. Never raises."""
+
+    async def __call__(
+        self, msg: IncomingMessage, history: Sequence[StoredMessage], tokens: int
+    ) -> Recalled: ...
 
 
 class Toolbox(Protocol):
@@ -108,7 +134,9 @@ class TurnRunner:
         turn_timeout: float,
         file_limits: FileLimits | None = None,
         vision: Vision | None = None,
+        recall: Recall | None = None,
     ) -> None:
+        self.recall = recall
         self.model = model
         self.memory = memory
         self.facts = facts
@@ -181,12 +209,25 @@ class TurnRunner:
         hot = await self.memory.load(session)
         history = list(hot.tail)
         facts = await self.facts.list_facts(person)
+        recalled = Recalled()
+        if self.recall is not None:
+            recalled = await self.recall(msg, history, self.builder.recall_tokens)
         schemas = toolbox.schemas()
         tools_tokens = self.builder.counter.tools(schemas)
         files = await self._files(msg, tools_tokens) if msg.attachments else None
         meta: dict[str, Any] = {"message_id": msg.message_id} if msg.message_id else {}
         if files is not None:
             meta["files"] = files.records
+        meta.update(message_meta(sent_at=msg.sent_at, private_place=msg.is_private or msg.is_dm))
+        if recalled.text:
+            meta.update(
+                {
+                    RECALLED: recalled.text,
+                    RECALLED_FROM: recalled.people,
+                    RECALLED_TOKENS: self.builder.counter.count(recalled.text),
+                    RECALLED_IDS: recalled.ids,
+                }
+            )
         user_msg = NewMessage(
             role="user",
             content=files.stored_text(msg.text) if files else msg.text,
@@ -202,6 +243,7 @@ class TurnRunner:
             summary=hot.state.summary,
             history=history,
             speaker=person.id,
+            recalled=recalled.text,
         )
         content = files.content(msg.text) if files else msg.text
         current: list[dict[str, Any]] = [{"role": "user", "content": content}]

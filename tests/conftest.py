@@ -52,7 +52,11 @@ async def make_app(
         monkeypatch.delenv(name.upper(), raising=False)
     apps: list[BotApp] = []
 
-    async def build(*, cache: Cache | None = None, **overrides: Any) -> BotApp:
+    async def build(
+        *, cache: Cache | None = None, episodic: bool = False, **overrides: Any
+    ) -> BotApp:
+        """`episodic=True` adds long-term episodic memory (lexical only unless
+        `bot_embedding_model` names an embedder)."""
         values: dict[str, Any] = {
             "openai_api_key": "sk-test",
             "openai_base_url": fake_openai.base_url,
@@ -64,9 +68,11 @@ async def make_app(
             "bot_rate_user": "off",
             "bot_rate_team": "off",
         }
+        if episodic:
+            values["bot_embedding_model"] = "none"
         values.update(overrides)
         settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
-        app = await build_app(settings, cache=cache)
+        app = await build_app(settings, cache=cache, episodic=episodic)
         apps.append(app)
         return app
 

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from cachetools import TTLCache
@@ -25,6 +26,7 @@ from adapters.common.dedup import Deduplicator
 from adapters.common.loadguard import LoopGuard
 from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
+from adapters.slack.channels import ChannelDirectory
 from adapters.slack.config import SlackConfig
 from adapters.slack.errors import api_failed
 from adapters.slack.files import SlackFiles
@@ -67,6 +69,7 @@ class SlackHandlers:
         self.installation_store = installation_store
         self.dedup = Deduplicator(core.first_delivery)
         self.users = UserDirectory()
+        self.channels = ChannelDirectory()
         self.threads = ThreadTracker()
         self.caps = Capabilities()
         self._titled: TTLCache[tuple[str, str, str], bool] = TTLCache(50_000, 86400.0)
@@ -173,6 +176,9 @@ class SlackHandlers:
             is_dm=route.is_dm,
             # Only this event's files: a thread's earlier files are never fetched again.
             attachments=self.files.attachments(event, client.token),
+            is_private=not route.is_dm
+            and await self.channels.is_private(client, route.team, route.channel),
+            sent_at=_sent_at(route.message_ts),
         )
         target = ReplyTarget(
             team=route.team,
@@ -400,3 +406,11 @@ class SlackHandlers:
             except Exception as exc:
                 api_failed(_LOG, "response_url", exc)
                 return
+
+
+def _sent_at(ts: str | None) -> datetime | None:
+    """A Slack message ts ("1700000000.000100", Unix seconds) as a UTC date."""
+    try:
+        return datetime.fromtimestamp(float(ts), UTC) if ts else None
+    except (TypeError, ValueError, OverflowError, OSError):
+        return None

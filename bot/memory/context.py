@@ -5,7 +5,10 @@ Order, most stable first (so providers' prompt caching keeps hitting):
   2. a memory note: the speaker's stored facts, the session's pinned key facts, the rolling summary,
   3. the most recent raw history, cut at turn boundaries, older tool results shrunk (turns in
      which someone else asked the bot to remember something personal are left out),
-  4. the current turn (the user's message and this turn's tool calls and results).
+  4. memories recalled for this message (episodic retrieval; they change every turn, so they
+     come after the history, never before it, and a fixed share of the budget is reserved for
+     them whether used or not: the history's cut never moves because of them),
+  5. the current turn (the user's message and this turn's tool calls and results).
 
 Budget = BOT_CONTEXT_TOKENS - reply allowance - tool schemas. The current turn and the memory note
 are always kept (shrunk if they must be); history fills what is left, newest first.
@@ -41,6 +44,7 @@ class MemoryView:
     summary: str = ""
     history: Sequence[StoredMessage] = ()  # unsummarised messages before this turn, oldest first
     speaker: str = ""  # PersonKey.id of the person being answered
+    recalled: str = ""  # episodic memories for this message, already within `recall_tokens`
 
 
 @dataclass
@@ -66,10 +70,13 @@ def memory_note(view: MemoryView) -> str:
 
 
 class ContextBuilder:
-    def __init__(self, counter: TokenCounter, *, budget: int, reply_tokens: int) -> None:
+    def __init__(
+        self, counter: TokenCounter, *, budget: int, reply_tokens: int, recall_tokens: int = 0
+    ) -> None:
         self.counter = counter
         self.budget = budget
         self.reply_tokens = reply_tokens
+        self.recall_tokens = recall_tokens  # reserved for recalled memories (0: none)
         self._system = {"role": "system", "content": SYSTEM_PROMPT}
         self._system_tokens = counter.message(self._system)
 
@@ -100,6 +107,17 @@ class ContextBuilder:
 
         current = self._fit_current(current, self.current_cap(tools_tokens), notes)
         available -= sum(count(m) for m in current)
+        recalled: dict[str, Any] | None = None
+        if self.recall_tokens:
+            reserve = min(self.recall_tokens, max(available // 3, 0))
+            available -= reserve
+            if view.recalled:
+                recalled = {"role": "system", "content": view.recalled}
+                if count(recalled) > reserve:
+                    recalled["content"] = self.counter.truncate(view.recalled, max(reserve - 8, 0))
+                    notes.append("recalled memories truncated")
+                if not recalled["content"]:
+                    recalled = None
 
         note_text = memory_note(view)
         note_msg: dict[str, Any] | None = None
@@ -136,10 +154,13 @@ class ContextBuilder:
         if note_msg is not None:
             messages.append(note_msg)
         messages.extend(history)
+        if recalled is not None:
+            messages.append(recalled)
         messages.extend(current)
         tokens = (
             self._system_tokens
             + (count(note_msg) if note_msg is not None else 0)
+            + (count(recalled) if recalled is not None else 0)
             + history_tokens
             + sum(count(m) for m in current)
             + REPLY_PRIMER

@@ -29,6 +29,12 @@ def group_turns(messages: Sequence[StoredMessage]) -> list[list[StoredMessage]]:
 
 
 PRIVATE_TOOLS = frozenset({"remember"})
+# `meta` key of a user message: the episodic memories recalled for it (text as sent; never
+# extracted as something the person said), and whose words they draw on (for erasure).
+RECALLED = "recalled"
+RECALLED_FROM = "recalled_from"
+RECALLED_TOKENS = "recalled_tokens"
+RECALLED_IDS = "recalled_ids"
 
 
 def is_private_turn(group: Sequence[StoredMessage]) -> bool:
@@ -112,6 +118,12 @@ def render_group(group: Iterable[StoredMessage], *, aged: bool = False) -> list[
             if msg.tool_call_id in call_ids:
                 out.append(to_chat(msg, aged=aged))
         else:
+            recalled = msg.meta.get(RECALLED) if msg.role == "user" else None
+            if isinstance(recalled, str) and recalled:
+                # The memories recalled for this message, as they were sent with it: the next
+                # requests repeat them byte for byte, so the provider's prompt cache still
+                # covers everything up to the newest message.
+                out.append({"role": "system", "content": recalled})
             out.append(to_chat(msg, aged=aged))
     return out
 

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from bot import metrics, tracing
 from bot.keys import SessionKey
 from bot.memory.prompts import SUMMARY_SCHEMA, SUMMARY_SYSTEM
-from bot.memory.render import group_turns, is_private_turn, transcript_line
+from bot.memory.render import RECALLED_TOKENS, group_turns, is_private_turn, transcript_line
 from bot.stores.protocols import Cache, Store
 from bot.stores.records import NewMessage, PinnedFact, SessionState, StoredMessage, utcnow
 from bot.tokens import TokenCounter
@@ -45,6 +45,13 @@ def summary_backoff(failures: int) -> float:
     if failures <= 0:
         return 0.0
     return min(SUMMARY_RETRY_FIRST * 2.0 ** min(failures - 1, 20), SUMMARY_RETRY_MAX)
+
+
+def context_tokens(m: StoredMessage) -> int:
+    """About what a stored message takes in the context: its content, the memories recalled
+    with it (they stay with it in the history), and the message overhead."""
+    recalled = m.meta.get(RECALLED_TOKENS)
+    return m.tokens + 4 + (recalled + 4 if isinstance(recalled, int) and recalled > 0 else 0)
 
 
 def hot_key(session_id: str) -> str:
@@ -160,7 +167,7 @@ class SessionMemory:
             return True  # a backlog older than the hot tail is waiting to be folded
         if len(tail) > self.policy.max_messages:
             return True
-        return sum(m.tokens + 4 for m in tail) > self.policy.max_tokens
+        return sum(context_tokens(m) for m in tail) > self.policy.max_tokens
 
     def summary_due(self, state: SessionState) -> bool:
         """False while the session backs off after failed summaries."""
@@ -185,7 +192,7 @@ class SessionMemory:
         kept_tokens = 0
         keep_from = len(groups)
         for i in range(len(groups) - 1, -1, -1):
-            cost = sum(m.tokens + 4 for m in groups[i])
+            cost = sum(context_tokens(m) for m in groups[i])
             if kept_tokens + cost > self.policy.keep_tokens and keep_from < len(groups):
                 break
             kept_tokens += cost

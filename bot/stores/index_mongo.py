@@ -55,6 +55,7 @@ class MongoMemoryIndex:
         self._entries: AsyncCollection[Doc] = self.db["memory_entries"]
         self._counters: AsyncCollection[Doc] = self.db["memory_counters"]
         self._checkpoints: AsyncCollection[Doc] = self.db["memory_checkpoints"]
+        self._sessions: AsyncCollection[Doc] = self.db["memory_sessions"]
 
     @classmethod
     async def open(cls, client: AsyncMongoClient[Doc], db_name: str) -> MongoMemoryIndex:
@@ -67,6 +68,10 @@ class MongoMemoryIndex:
                 [("team", ASCENDING), ("people", ASCENDING), ("stamp", ASCENDING)]
             )
             await index._entries.create_index([("embedder", ASCENDING), ("stamp", ASCENDING)])
+            await index._entries.create_index(
+                [("team", ASCENDING), ("participants", ASCENDING), ("stamp", ASCENDING)]
+            )
+            await index._entries.create_index([("team", ASCENDING), ("session", ASCENDING)])
         return index
 
     async def _bump(self, name: str, by: int = 1) -> int:
@@ -84,9 +89,16 @@ class MongoMemoryIndex:
         if not entries:
             return 0
         with _unavailable("memory index add"):
+            sessions = list({e.session for e in entries if e.session})
+            known = {
+                str(d["_id"]): list(d.get("people", []))
+                for d in await self._sessions.find({"_id": {"$in": sessions}}).to_list()
+            }
             last = await self._bump("stamp", len(entries))
             first = last - len(entries) + 1
             docs = [_doc(e, first + i) for i, e in enumerate(entries)]
+            for doc in docs:
+                doc["participants"] = known.get(doc["session"], [])
             try:
                 result = await self._entries.insert_many(docs, ordered=False)
                 return len(result.inserted_ids)
@@ -104,6 +116,7 @@ class MongoMemoryIndex:
             either.append({"place": {"$in": list(scope.places)}})
         if scope.person is not None:
             either.append({"private": False, "people": scope.person.id})
+            either.append({"private": False, "participants": scope.person.id})
         query: Doc = {"team": team, "stamp": {"$gt": since}, "$or": either}
         with _unavailable("memory index changes"):
             docs = await self._entries.find(query).sort("stamp", ASCENDING).to_list()
@@ -111,6 +124,25 @@ class MongoMemoryIndex:
         entries = [_entry(d) for d in docs]
         cursor = max([after, *(e.stamp for e in entries)])
         return IndexChanges(entries, cursor, int(gen["value"]) if gen else 0)
+
+    async def add_participants(self, team: TeamKey, session_id: str, people: Sequence[str]) -> None:
+        prefix = team.id + ":"
+        if not session_id.startswith(prefix) or any(not p.startswith(prefix) for p in people):
+            raise ValueError(f"session and people must be in team {team.id}")
+        if not people:
+            return
+        with _unavailable("memory index add_participants"):
+            doc = await self._sessions.find_one_and_update(
+                {"_id": session_id},
+                {"$addToSet": {"people": {"$each": list(dict.fromkeys(people))}}},
+                upsert=True,
+                return_document=ReturnDocument.AFTER,
+            )
+            everyone = list(doc.get("people", [])) if doc else list(people)
+            await self._entries.update_many(
+                {"team": team.id, "session": session_id},
+                {"$addToSet": {"participants": {"$each": everyone}}},
+            )
 
     async def get(self, team: TeamKey, ids: Sequence[str]) -> list[MemoryEntry]:
         wanted = list(dict.fromkeys(ids))
@@ -175,6 +207,13 @@ class MongoMemoryIndex:
     async def delete_person(self, person: PersonKey) -> int:
         team = person.team_key.id
         with _unavailable("memory index delete_person"):
+            await self._sessions.update_many(
+                {"people": person.id}, {"$pull": {"people": person.id}}
+            )
+            await self._entries.update_many(
+                {"team": team, "participants": person.id},
+                {"$pull": {"participants": person.id}},
+            )
             result = await self._entries.delete_many({"team": team, "people": person.id})
             if result.deleted_count:
                 await self._bump(f"gen:{team}")

@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS memory_entries (
     team TEXT NOT NULL,
     id TEXT NOT NULL,
     place TEXT NOT NULL,
+    session TEXT NOT NULL,
     private INTEGER NOT NULL,
     stamp INTEGER NOT NULL,
     embedder TEXT,
@@ -46,6 +47,12 @@ CREATE TABLE IF NOT EXISTS memory_people (
     person TEXT NOT NULL,
     n INTEGER NOT NULL,
     PRIMARY KEY (person, n)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS memory_entries_session ON memory_entries (team, session);
+CREATE TABLE IF NOT EXISTS memory_participants (
+    person TEXT NOT NULL,
+    session TEXT NOT NULL,
+    PRIMARY KEY (person, session)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS memory_counters (
     name TEXT PRIMARY KEY,
@@ -120,6 +127,7 @@ class SqliteMemoryIndex:
                 e.team,
                 e.id,
                 e.place,
+                e.session,
                 int(e.private),
                 e.embedder,
                 _blob(e.vector),
@@ -132,13 +140,13 @@ class SqliteMemoryIndex:
         def run(conn: sqlite3.Connection) -> int:
             added = 0
             with transaction(conn):
-                for team, eid, place, private, embedder, vector, doc, people in rows:
+                for team, eid, place, session, private, embedder, vector, doc, people in rows:
                     stamp = _bump(conn, "stamp")
                     cur = conn.execute(
                         "INSERT INTO memory_entries "
-                        "(team, id, place, private, stamp, embedder, vector, doc) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (team, id) DO NOTHING",
-                        (team, eid, place, private, stamp, embedder, vector, doc),
+                        "(team, id, place, session, private, stamp, embedder, vector, doc) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (team, id) DO NOTHING",
+                        (team, eid, place, session, private, stamp, embedder, vector, doc),
                     )
                     if cur.rowcount != 1:
                         continue
@@ -163,8 +171,11 @@ class SqliteMemoryIndex:
             where.append(f"place IN ({','.join('?' * len(places))})")
             params.extend(places)
         if person is not None:
-            where.append("(private = 0 AND n IN (SELECT n FROM memory_people WHERE person = ?))")
-            params.append(person)
+            where.append(
+                "(private = 0 AND (n IN (SELECT n FROM memory_people WHERE person = ?) "
+                "OR session IN (SELECT session FROM memory_participants WHERE person = ?)))"
+            )
+            params.extend([person, person])
         sql = (
             f"SELECT {_COLUMNS} FROM memory_entries WHERE team = ? AND stamp > ? "
             f"AND ({' OR '.join(where)}) ORDER BY stamp"
@@ -177,6 +188,21 @@ class SqliteMemoryIndex:
             return IndexChanges(entries, cursor, _counter(conn, f"gen:{team}"))
 
         return await self._db.call(run)
+
+    async def add_participants(self, team: TeamKey, session_id: str, people: Sequence[str]) -> None:
+        prefix = team.id + ":"
+        if not session_id.startswith(prefix) or any(not p.startswith(prefix) for p in people):
+            raise ValueError(f"session and people must be in team {team.id}")
+        rows = [(p, session_id) for p in dict.fromkeys(people)]
+
+        def run(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                conn.executemany(
+                    "INSERT OR IGNORE INTO memory_participants (person, session) VALUES (?, ?)",
+                    rows,
+                )
+
+        await self._db.call(run)
 
     async def get(self, team: TeamKey, ids: Sequence[str]) -> list[MemoryEntry]:
         wanted = list(dict.fromkeys(ids))
@@ -265,6 +291,7 @@ class SqliteMemoryIndex:
 
         def run(conn: sqlite3.Connection) -> int:
             with transaction(conn):
+                conn.execute("DELETE FROM memory_participants WHERE person = ?", (person.id,))
                 ns = [
                     row[0]
                     for row in conn.execute(

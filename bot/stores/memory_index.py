@@ -43,6 +43,9 @@ class MemoryEntry(_Record):
     people: list[str] = Field(default_factory=list)  # PersonKey.ids of those who posted
     source_ids: list[str] = Field(default_factory=list)  # "<session id>#<seq>" of the messages
     text: str
+    # Words around the entry (the message it answers), matched with it but not part of what it
+    # says: a reply like "Yes, in May!" is found through the question it answers.
+    context: str = ""
     occurred_at: datetime = Field(default_factory=utcnow)  # when it was said
     created_at: datetime = Field(default_factory=utcnow)
     embedder: str | None = None
@@ -53,7 +56,8 @@ class MemoryEntry(_Record):
 @dataclass(frozen=True, slots=True)
 class MemoryScope:
     """Which entries one reply may use: those said in `places` (all their threads), plus, when
-    `person` is set (a DM with that person), the non-private entries that person took part in.
+    `person` is set (a DM with that person), the non-private entries of the conversations
+    (sessions) that person took part in, and those drawn from them (`people`).
     Always within one team of one platform."""
 
     team: TeamKey
@@ -111,6 +115,10 @@ class MemoryIndex(Protocol):
         """Insert entries; an id already stored is left as it is (never indexed twice).
         Returns how many were new. ValueError (see `check_entry`) before writing anything."""
 
+    async def add_participants(self, team: TeamKey, session_id: str, people: Sequence[str]) -> None:
+        """These people took part in (posted in) this session: a DM with any of them may use
+        the session's non-private entries, past and future. Idempotent."""
+
     async def changes(self, scope: MemoryScope, *, after: int = 0) -> IndexChanges:
         """The scope's entries with stamp > after (oldest stamp first), in one round trip.
         A backend may hand out some entries at or below `after` again (readers merge by id and
@@ -131,10 +139,11 @@ class MemoryIndex(Protocol):
     async def delete_entries(self, team: TeamKey, ids: Sequence[str]) -> int: ...
 
     async def entries_of_person(self, person: PersonKey) -> list[MemoryEntry]:
-        """Every entry this person took part in (for erasure: delete or regenerate them)."""
+        """Every entry drawn from this person's words (`people`), for erasure."""
 
     async def delete_person(self, person: PersonKey) -> int:
-        """Delete every entry this person took part in; returns the count."""
+        """Delete every entry drawn from this person (`people`) and forget them as a
+        participant; returns the count of entries deleted."""
 
     async def get_checkpoint(self, session_id: str) -> int:
         """The highest message seq of a session already indexed (0 if none)."""

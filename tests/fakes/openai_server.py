@@ -295,6 +295,22 @@ def _tool_names_of_results(messages: list[dict[str, Any]]) -> list[str]:
 # The server
 
 
+EMBEDDING_DIM = 64
+
+
+def bag_of_words(text: str) -> list[float]:
+    """A deterministic vector for the fake `/embeddings`: word counts hashed into buckets."""
+    import hashlib
+
+    vector = [0.0] * EMBEDDING_DIM
+    for word in text.lower().split():
+        word = word.strip(".,!?;:'\"()")
+        if word:
+            digest = hashlib.sha256(word.encode()).digest()
+            vector[digest[0] % EMBEDDING_DIM] += 1.0
+    return vector
+
+
 def estimate_tokens(value: Any) -> int:
     """Rough token count (characters // 4, at least 1), enough for usage figures in tests."""
     as_text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
@@ -329,6 +345,8 @@ class FakeOpenAI:
     requests: list[dict[str, Any]] = field(default_factory=list)
     request_headers: list[dict[str, str]] = field(default_factory=list)
     script: deque[Step] = field(default_factory=deque)
+    embedding_requests: list[dict[str, Any]] = field(default_factory=list)
+    embeddings_down: bool = False  # /embeddings answers 500
     rules: tuple[Rule, ...] = CONVERSATION_RULES
     rejections: list[Rejection] = field(default_factory=list)
 
@@ -371,6 +389,7 @@ class FakeOpenAI:
         for prefix in ("/v1", ""):
             app.router.add_post(f"{prefix}/chat/completions", self._chat)
             app.router.add_get(f"{prefix}/models", self._models)
+            app.router.add_post(f"{prefix}/embeddings", self._embeddings)
         # handler_cancellation: a client that gives up (timeout) cancels a hanging handler.
         self._runner = web.AppRunner(
             app, handler_cancellation=True, access_log=None, shutdown_timeout=0.5
@@ -448,6 +467,39 @@ class FakeOpenAI:
         sent = given.removeprefix("Bearer ")
         return self._error(
             Status(401, message=f"Incorrect API key provided: {sent}."), "invalid_api_key"
+        )
+
+    async def _embeddings(self, request: web.Request) -> web.StreamResponse:
+        """`/embeddings`: deterministic bag-of-words vectors (words hashed into
+        EMBEDDING_DIM buckets), so texts sharing words are close. Rejects what OpenAI rejects:
+        no model, an input that is not a string or a list of non-empty strings."""
+        denied = self._authorized(request)
+        if denied is not None:
+            return denied
+        try:
+            body = json.loads(await request.read() or b"{}")
+        except ValueError:
+            return self._error(Status(400, message="We could not parse the JSON body."), None)
+        self.embedding_requests.append(body)
+        if self.embeddings_down:
+            return self._error(Status(500, message="The server had an error."), None)
+        texts = body.get("input")
+        if isinstance(texts, str):
+            texts = [texts]
+        if (
+            not isinstance(body.get("model"), str)
+            or not isinstance(texts, list)
+            or not texts
+            or not all(isinstance(t, str) and t for t in texts)
+        ):
+            return self._error(Status(400, message="'$.input' is invalid."), None)
+        data = [
+            {"object": "embedding", "index": i, "embedding": bag_of_words(t)}
+            for i, t in enumerate(texts)
+        ]
+        usage = {"prompt_tokens": 0, "total_tokens": 0}
+        return web.json_response(
+            {"object": "list", "data": data, "model": body["model"], "usage": usage}
         )
 
     async def _models(self, request: web.Request) -> web.StreamResponse:

@@ -110,6 +110,7 @@ class FakeSlack:
     responses: list[dict[str, Any]] = field(default_factory=list)
     uploads: dict[str, bytes] = field(default_factory=dict)
     users: dict[str, dict[str, Any]] = field(default_factory=dict)
+    private_channels: set[str] = field(default_factory=set)
     tokens: dict[str, Identity] = field(default_factory=dict)
     oauth_codes: dict[str, dict[str, Any]] = field(default_factory=dict)
     socket_acks: list[dict[str, Any]] = field(default_factory=list)
@@ -527,6 +528,19 @@ class FakeSlack:
         if user is None:
             return {"ok": False, "error": "user_not_found"}
         return {"ok": True, "user": user}
+
+    def api_conversations_info(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        """Channel ids starting with G are private channels, D are DMs (as Slack's ids once
+        were); `private_channels` marks others private."""
+        channel = str(args.get("channel") or "")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        is_im = channel.startswith("D")
+        private = channel.startswith("G") or channel in self.private_channels
+        return {
+            "ok": True,
+            "channel": {"id": channel, "is_private": private or is_im, "is_im": is_im},
+        }
 
     def api_conversations_replies(
         self, args: dict[str, Any], who: Identity | None

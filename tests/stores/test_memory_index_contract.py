@@ -215,3 +215,21 @@ async def test_sqlite_delete_leaves_no_copy_in_the_files(tmp_path: Path) -> None
     conn = sqlite3.connect(tmp_path / "memory.db")
     assert conn.execute("SELECT count(*) FROM memory_entries").fetchone() == (0,)
     conn.close()
+
+
+async def test_a_dm_sees_the_conversations_its_person_took_part_in(index: MemoryIndex) -> None:
+    await index.add(
+        [entry("early", "before Bob posted"), entry("secret", "x", place=SECRET, private=True)]
+    )
+    await index.add_participants(T1, f"{GENERAL}:-", [ALICE.id, BOB.id])
+    await index.add_participants(T1, f"{SECRET}:-", [BOB.id])
+    await index.add([entry("late", "after Bob posted")])
+    bob_dm = MemoryScope(T1, ("slack:T1:DBOB",), BOB)
+    got = {e.id for e in (await index.changes(bob_dm)).entries}
+    assert got == {"early", "late"}  # his conversation, whoever spoke; never a private place
+    carol_dm = MemoryScope(T1, ("slack:T1:DCAROL",), CAROL)
+    assert (await index.changes(carol_dm)).entries == []
+    with pytest.raises(ValueError):
+        await index.add_participants(T2, f"{GENERAL}:-", [BOB.id])
+    await index.delete_person(BOB)  # erasure forgets him as a participant too
+    assert (await index.changes(bob_dm)).entries == []

@@ -67,25 +67,31 @@ def source_id(message: StoredMessage) -> str:
     return f"{message.session}#{message.seq}"
 
 
-def excerpts(session: SessionKey, messages: Sequence[StoredMessage]) -> list[MemoryEntry]:
-    """Entries for the complete turns among `messages` (oldest first)."""
+def excerpts(
+    session: SessionKey,
+    messages: Sequence[StoredMessage],
+    before: Sequence[StoredMessage] = (),
+) -> list[MemoryEntry]:
+    """Entries for the turns among `messages` (oldest first); `before` are the messages just
+    before them (already indexed), for the first entry's context."""
     team = session.team_key.id
     place = place_id(session.platform, session.team, session.channel)
     out: list[MemoryEntry] = []
+    previous = _last_said(before)
     for group in group_turns(list(messages)):
         if is_private_turn(group):
             continue
         said = [m for m in group if m.role == "user" and m.content.strip() and not m.from_tool]
         if not said:
             continue
+        context, previous = previous, _said_line(said[-1])
         replies = [
             m for m in group if m.role == "assistant" and m.content.strip() and not m.tool_calls
         ]
         first = said[0]
         when = said_at(first)
         lines = [f"{date_words(when)}"]
-        for m in said:
-            lines.append(f"{m.name or _user_of(m.speaker)}: {m.content.strip()[:TEXT_CHARS]}")
+        lines.extend(_said_line(m) for m in said)
         if replies:
             lines.append(f"{BOT_NAME}: {replies[-1].content.strip()[:REPLY_CHARS]}")
         people = list(dict.fromkeys(m.speaker for m in said))
@@ -100,10 +106,25 @@ def excerpts(session: SessionKey, messages: Sequence[StoredMessage]) -> list[Mem
                 people=people,
                 source_ids=[source_id(m) for m in said],
                 text="\n".join(lines),
+                context=context,
                 occurred_at=when,
             )
         )
     return out
+
+
+def _said_line(m: StoredMessage) -> str:
+    return f"{m.name or _user_of(m.speaker)}: {m.content.strip()[:TEXT_CHARS]}"
+
+
+def _last_said(messages: Sequence[StoredMessage]) -> str:
+    for group in reversed(group_turns(list(messages))):
+        if is_private_turn(group):
+            continue
+        said = [m for m in group if m.role == "user" and m.content.strip() and not m.from_tool]
+        if said:
+            return _said_line(said[-1])
+    return ""
 
 
 def _user_of(person_id: str) -> str:

@@ -29,7 +29,18 @@ from bot.stores.protocols import ConversationStore, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
+EMBED_CONTEXT = True
+
+
+def embed_text(entry: MemoryEntry) -> str:
+    """What is embedded: the entry, after its context when it has one."""
+    if EMBED_CONTEXT and entry.context:
+        return f"{entry.context}\n{entry.text}"
+    return entry.text
+
+
 READ_BATCH = 200  # messages read per step
+CONTEXT_MESSAGES = 6  # read before a batch, for its first entry's context
 EMBED_BATCH = 64
 RETRY_DELAY = 5.0  # seconds before a session whose indexing failed is tried again
 
@@ -128,7 +139,13 @@ class Indexer:
                 whole = [m for m in messages if m.turn_id != last_turn]
                 messages = whole or messages
                 upto = messages[-1].seq
-            entries = excerpts(session, messages)
+            before = await self.store.between(
+                session, after_seq=max(done - CONTEXT_MESSAGES, 0), upto_seq=done
+            )
+            entries = excerpts(session, messages, before)
+            speakers = list(dict.fromkeys(p for e in entries for p in e.people))
+            if speakers:
+                await self.index.add_participants(session.team_key, session.id, speakers)
             await self._embed(entries)
             written += await self.index.add(entries)
             await self.index.set_checkpoint(session.id, upto)  # gaps (erased seqs) skipped too
@@ -147,7 +164,7 @@ class Indexer:
         try:
             for start in range(0, len(entries), EMBED_BATCH):
                 chunk = entries[start : start + EMBED_BATCH]
-                vectors = await self.embedder.embed([e.text for e in chunk])
+                vectors = await self.embedder.embed([embed_text(e) for e in chunk])
                 for entry, vector in zip(chunk, vectors, strict=True):
                     entry.embedder = self.embedder.name
                     entry.vector = [float(x) for x in vector]
@@ -167,7 +184,7 @@ class Indexer:
             if not batch:
                 break
             try:
-                vectors = await self.embedder.embed([e.text for e in batch])
+                vectors = await self.embedder.embed([embed_text(e) for e in batch])
             except EmbeddingError as exc:
                 log.warning("episodic_reembed_failed", extra={"fields": {"error": str(exc)}})
                 break

@@ -63,6 +63,7 @@ class Retriever:
         now: datetime,
         limit: int = 25,
         exclude_sources: Collection[str] = (),
+        exclude_ids: Collection[str] = (),
     ) -> list[Ranked]:
         """The best `limit` entries for `question` within `scope`, best first; [] when nothing
         is relevant. Entries whose sources are all in `exclude_sources` (already in the
@@ -88,10 +89,12 @@ class Retriever:
             and max(cosines.values(), default=0.0) < DENSE_GATE
         ):
             return []
-        excluded = set(exclude_sources)
+        excluded, excluded_ids = set(exclude_sources), set(exclude_ids)
 
         def usable(at: int) -> bool:
             if coverage.get(at, 0.0) < LEXICAL_FLOOR and cosines.get(at, 0.0) < DENSE_FLOOR:
+                return False
+            if corpus.entries[at].id in excluded_ids:
                 return False
             sources = corpus.entries[at].source_ids
             return not (excluded and sources and all(s in excluded for s in sources))
