@@ -133,6 +133,7 @@ class SlackRuntime:
         """Finish in-flight answers (bounded), then close the session."""
         left = await self.tasks.drain(self.config.shutdown_grace_seconds)
         await self.handlers.guard.stop()
+        await self.handlers.files.close()
         if self._session is not None:
             await self._session.close()
             self._session = None

@@ -20,6 +20,7 @@ DEFAULT_SCOPES: tuple[str, ...] = (
     "channels:read",
     "chat:write",
     "commands",
+    "files:read",
     "files:write",
     "groups:history",
     "groups:read",

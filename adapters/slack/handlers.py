@@ -29,6 +29,7 @@ from adapters.common.tasks import TaskTracker
 from adapters.slack.channels import ChannelDirectory
 from adapters.slack.config import SlackConfig
 from adapters.slack.errors import api_failed
+from adapters.slack.files import SlackFiles
 from adapters.slack.mrkdwn import markdown_to_mrkdwn, split_message
 from adapters.slack.normalize import mentioned_users, normalize_event
 from adapters.slack.routing import Route, route_event
@@ -74,6 +75,7 @@ class SlackHandlers:
         self._titled: TTLCache[tuple[str, str, str], bool] = TTLCache(50_000, 86400.0)
         self._turns = asyncio.Semaphore(config.max_concurrent_turns)
         self.guard = LoopGuard()
+        self.files = SlackFiles(config.base_url)
 
     def register(self, app: AsyncApp) -> None:
         app.event("app_mention")(self.on_message_event)
@@ -172,6 +174,8 @@ class SlackHandlers:
             message_id=route.message_ts,
             user_name=names.get(route.user),
             is_dm=route.is_dm,
+            # Only this event's files: a thread's earlier files are never fetched again.
+            attachments=self.files.attachments(event, client.token),
             is_private=not route.is_dm
             and await self.channels.is_private(client, route.team, route.channel),
             sent_at=_sent_at(route.message_ts),

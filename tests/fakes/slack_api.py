@@ -114,6 +114,9 @@ class FakeSlack:
     tokens: dict[str, Identity] = field(default_factory=dict)
     oauth_codes: dict[str, dict[str, Any]] = field(default_factory=dict)
     socket_acks: list[dict[str, Any]] = field(default_factory=list)
+    hosted_files: dict[str, tuple[bytes, str]] = field(default_factory=dict)
+    file_downloads: list[tuple[str, str | None]] = field(default_factory=list)  # (id, token)
+    files_read_scope: bool = True  # False: like an app installed without files:read
 
     def __post_init__(self) -> None:
         self.tokens.setdefault(
@@ -195,6 +198,8 @@ class FakeSlack:
         app = web.Application(client_max_size=20 * 1024 * 1024)
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_post("/upload/{file_id}", self._upload)
+        app.router.add_get("/files-pri/{team_file}/download/{name}", self._file_download)
+        app.router.add_get("/signin", self._signin)
         app.router.add_post("/response/{rid}", self._response_url)
         app.router.add_get("/link/", self._socket)
         app.router.add_get("/_fake/calls", self._dump_calls)
@@ -220,6 +225,27 @@ class FakeSlack:
 
     def response_url(self) -> str:
         return f"{self.base_url}/response/{uuid.uuid4().hex[:8]}"
+
+    def add_file(
+        self, name: str, data: bytes, mimetype: str, *, filetype: str | None = None
+    ) -> dict[str, Any]:
+        """Host a file and return the object Slack puts in a message event's `files`."""
+        file_id = f"F{uuid.uuid4().hex[:10].upper()}"
+        self.hosted_files[file_id] = (data, mimetype)
+        url = f"{self.base_url}/files-pri/{self.team_id}-{file_id}/download/{name}"
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": filetype or name.rsplit(".", 1)[-1],
+            "size": len(data),
+            "mode": "hosted",
+            "is_external": False,
+            "url_private": url.replace("/download/", "/"),
+            "url_private_download": url,
+            "permalink": f"https://test.slack.com/files/{file_id}",
+        }
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -348,6 +374,27 @@ class FakeSlack:
             except TimeoutError:
                 return web.json_response({"ok": False}, status=408)
         return web.json_response({"ok": True})
+
+    async def _file_download(self, request: web.Request) -> web.StreamResponse:
+        """`url_private_download`: the bytes for a bot token; like Slack, anything else is
+        redirected to the sign-in page (which answers 200 with HTML)."""
+        file_id = request.match_info["team_file"].rsplit("-", 1)[-1]
+        auth = request.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
+        self.file_downloads.append((file_id, token))
+        self._touch()
+        who = self.tokens.get(token or "")
+        if who is None or who.bot_id is None or not self.files_read_scope:
+            raise web.HTTPFound("/signin")
+        if file_id not in self.hosted_files:
+            return web.Response(status=404, text="not found")
+        data, mimetype = self.hosted_files[file_id]
+        return web.Response(body=data, content_type=mimetype)
+
+    async def _signin(self, request: web.Request) -> web.Response:
+        return web.Response(
+            text="<html><body>Sign in to Slack</body></html>", content_type="text/html"
+        )
 
     async def _upload(self, request: web.Request) -> web.Response:
         self.uploads[request.match_info["file_id"]] = await request.read()
