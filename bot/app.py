@@ -365,6 +365,9 @@ async def build_app(
         await store.close()
         raise StartupError(f"cannot open the long-term memory: {exc}") from None
     app = BotApp(settings, store=store, cache=cache, model=model, episodic=memory)
+    if memory.embedder is not None:
+        # The same embedder ranks tools when a team has more than fit well in one request.
+        app.toolboxes.selector.embedder = memory.embedder
     from bot.memory.index_tiers import IndexMemories
 
     # One index: consolidated memories are embedded by the episodic indexer, and

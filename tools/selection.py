@@ -17,6 +17,7 @@ under a millisecond per turn; the embedder, when set, is the only I/O.
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import re
 from collections import Counter
@@ -34,6 +35,9 @@ _STOP = frozenset(
     "me my of on or our please the their them this to us use used using was we what when where "
     "which who why will with would you your tool tools".split()
 )
+
+
+_log = logging.getLogger(__name__)
 
 
 class Embedder(Protocol):
@@ -144,6 +148,18 @@ class ToolSelector:
         """Cosine similarity per tool name (empty without an embedder)."""
         if self.embedder is None:
             return {}
+        try:
+            return await self._dense(schemas, query, context)
+        except Exception as exc:  # an embedder outage must not fail the turn: lexical only
+            _log.warning(
+                "tool_selection_embedder_failed", extra={"fields": {"error": type(exc).__name__}}
+            )
+            return {}
+
+    async def _dense(
+        self, schemas: Sequence[dict[str, Any]], query: str, context: Sequence[str]
+    ) -> dict[str, float]:
+        assert self.embedder is not None
         keyed = [self._doc(s) for s in schemas]
         missing = [(k, d) for k, d in keyed if k not in self._vectors]
         if missing:
