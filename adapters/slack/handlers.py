@@ -31,7 +31,7 @@ from adapters.slack.config import SlackConfig
 from adapters.slack.errors import api_failed
 from adapters.slack.files import SlackFiles
 from adapters.slack.mrkdwn import markdown_to_mrkdwn, split_message
-from adapters.slack.normalize import mentioned_users, normalize_event
+from adapters.slack.normalize import mentioned_users, normalize_text
 from adapters.slack.routing import Route, route_event
 from adapters.slack.sink import Capabilities, ReplyTarget, SlackReplySink
 from adapters.slack.threads import ThreadTracker
@@ -159,10 +159,10 @@ class SlackHandlers:
 
         wanted = [u for u in mentioned_users(str(event.get("text") or "")) if u != bot_user_id]
         names = await self.users.names(client, route.team, [route.user, *wanted])
-        normalized = normalize_event(event, bot_user_id=bot_user_id, names=names)
+        text = normalize_text(str(event.get("text") or ""), bot_user_id=bot_user_id, names=names)
         # An empty text (a bare mention) still goes to the core: it owns the reply policy.
         if route.assistant_thread and route.reply_thread_ts:
-            self._maybe_title(client, route, normalized.text)
+            self._maybe_title(client, route, text)
 
         message = IncomingMessage(
             platform=PLATFORM,
@@ -170,7 +170,7 @@ class SlackHandlers:
             channel=route.channel,
             thread=route.session_thread,
             user=route.user,
-            text=normalized.text,
+            text=text,
             message_id=route.message_ts,
             user_name=names.get(route.user),
             is_dm=route.is_dm,

@@ -9,9 +9,7 @@ as attachments so the core can note them.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
 
 _USER = re.compile(r"<@([UW][A-Z0-9]+)(?:\|([^>]*))?>")
 _CHANNEL = re.compile(r"<#([CGD][A-Z0-9]+)(?:\|([^>]*))?>")
@@ -80,57 +78,3 @@ def normalize_text(
     out = _unescape(out)
     lines = [_SPACES.sub(" ", line).strip() for line in out.split("\n")]
     return "\n".join(lines).strip()
-
-
-def links(text: str) -> list[str]:
-    """http(s) links in Slack text, in order, without duplicates."""
-    seen: dict[str, None] = {}
-    for match in _LINK.finditer(text or ""):
-        if match.group(1).startswith(("http://", "https://")):
-            seen.setdefault(match.group(1), None)
-    return list(seen)
-
-
-def _size(num: int) -> str:
-    for unit in ("B", "KB", "MB"):
-        if num < 1024:
-            return f"{num} {unit}"
-        num //= 1024
-    return f"{num} GB"
-
-
-def describe_files(files: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One line per shared file: name, type, size and permalink (never a private download URL)."""
-    notes = []
-    for f in files:
-        name = str(f.get("name") or f.get("title") or "file")
-        kind = str(f.get("mimetype") or f.get("filetype") or "unknown type")
-        parts = [kind]
-        if isinstance(f.get("size"), int):
-            parts.append(_size(int(f["size"])))
-        note = f"file: {name} ({', '.join(parts)})"
-        if f.get("permalink"):
-            note += f" {f['permalink']}"
-        notes.append(note)
-    return notes
-
-
-@dataclass(frozen=True, slots=True)
-class Normalized:
-    text: str
-    attachments: tuple[str, ...]
-
-
-def normalize_event(
-    event: Mapping[str, Any],
-    *,
-    bot_user_id: str | None,
-    names: Mapping[str, str] | None = None,
-) -> Normalized:
-    raw = str(event.get("text") or "")
-    text = normalize_text(raw, bot_user_id=bot_user_id, names=names)
-    files = event.get("files") or []
-    notes = [f"link: {url}" for url in links(raw)]
-    if isinstance(files, list):
-        notes.extend(describe_files([f for f in files if isinstance(f, Mapping)]))
-    return Normalized(text=text, attachments=tuple(notes))

@@ -10,7 +10,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.config import SlackConfig, SlackConfigError
 from adapters.slack.mrkdwn import escape, markdown_to_mrkdwn, split_message, truncate
-from adapters.slack.normalize import describe_files, mentioned_users, normalize_text
+from adapters.slack.normalize import mentioned_users, normalize_text
 from adapters.slack.oauth import MemoryInstallationStorage, StorageInstallationStore
 from adapters.slack.routing import route_event
 from adapters.slack.threads import ThreadTracker
@@ -86,14 +86,6 @@ def test_normalize_text() -> None:
 
 def test_mentioned_users_in_order_without_duplicates() -> None:
     assert mentioned_users("<@U2> <@UBOT> <@U2|x> <@W9>") == ["U2", "UBOT", "W9"]
-
-
-def test_describe_files() -> None:
-    files: list[dict[str, Any]] = [
-        {"name": "a.png", "filetype": "png", "size": 3 * 1024 * 1024},
-        {"title": "notes"},
-    ]
-    assert describe_files(files) == ["file: a.png (png, 3 MB)", "file: notes (unknown type)"]
 
 
 # -- routing ----------------------------------------------------------------------------------
