@@ -191,9 +191,7 @@ class InboxWorker:
             try:
                 lost = await self.inbox.renew(kind, self.consumer, held)
             except Exception as exc:
-                log.warning(
-                    "inbox_renew_failed", extra={"fields": {"error": type(exc).__name__}}
-                )
+                log.warning("inbox_renew_failed", extra={"fields": {"error": type(exc).__name__}})
                 continue
             for entry_id in lost:  # taken over while this worker still runs it (a long stall)
                 log.warning("inbox_entry_lost", extra={"fields": {"entry": entry_id}})

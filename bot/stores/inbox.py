@@ -2,7 +2,8 @@
 
 An adapter acks an event only after it is written here, and a worker (`bot.inbox.InboxWorker`)
 takes it from here, so a process that dies after the ack loses nothing: its entries are taken
-over by another worker. Two backends pass one contract suite (`tests/stores/test_inbox_contract.py`):
+over by another worker. Two backends pass one contract suite
+(`tests/stores/test_inbox_contract.py`):
 
 - Redis Streams (`bot.stores.inbox_redis`), shared by every replica: one stream per kind and a
   consumer group; a dead consumer's entries are claimed with XAUTOCLAIM after an idle time.
@@ -57,9 +58,7 @@ class Inbox(Protocol):
         """Store the item durably; its entry id, or None when one of its `dedup` keys was put in
         the last 24 hours (the item is then not stored). ValueError for an oversized body."""
 
-    async def take(
-        self, kind: str, consumer: str, *, count: int, wait: float
-    ) -> list[InboxEntry]:
+    async def take(self, kind: str, consumer: str, *, count: int, wait: float) -> list[InboxEntry]:
         """Up to `count` entries of `kind` for `consumer`, waiting up to `wait` seconds for one:
         new entries, and entries whose holder stopped renewing them for `claim_after` seconds
         (or is known dead), which are taken over with `tries` incremented."""

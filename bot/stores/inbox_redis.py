@@ -25,8 +25,8 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
 from bot.stores.inbox import MAX_BODY_CHARS, SEEN_TTL, InboxEntry, InboxItem, InboxStats
-from bot.stores.redis_cache import DEFAULT_PREFIX, UNAVAILABLE_ERRORS
 from bot.stores.protocols import StoreUnavailable
+from bot.stores.redis_cache import DEFAULT_PREFIX, UNAVAILABLE_ERRORS
 
 GROUP = "workers"
 HANDED_BACK = "handed-back"  # the pseudo consumer entries are parked under at shutdown
@@ -199,9 +199,7 @@ class RedisInbox:
         for i, (entry_id, fields) in enumerate(rows):
             data = {_text(k): _text(v) for k, v in fields.items()}
             raw_notes = {} if fresh else (results[i * 3 + 2] or {})
-            notes = {
-                _text(k): json.loads(v) for k, v in raw_notes.items() if _text(k) != "_claims"
-            }
+            notes = {_text(k): json.loads(v) for k, v in raw_notes.items() if _text(k) != "_claims"}
             item = InboxItem(
                 kind=data.get("kind", ""),
                 session=data.get("session", ""),
