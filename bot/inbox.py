@@ -38,6 +38,8 @@ from bot.stores.leases import new_holder
 from bot.stores.protocols import StoreUnavailable
 from tools.keylocks import KeyLocks
 
+__all__ = ["Delivery", "Handler", "InboxEntry", "InboxItem", "InboxWorker"]
+
 log = logging.getLogger(__name__)
 
 MAX_TRIES = 5

@@ -138,7 +138,14 @@ class RedisInbox:
             self._counter("done", item.session),
             *(f"{self.prefix}inbox:seen:{k}" for k in item.dedup),
         ]
-        args = [int(SEEN_TTL * 1000), COUNTER_TTL_MS, item.session, item.kind, time.time(), body]
+        args: list[str | int | float] = [
+            int(SEEN_TTL * 1000),
+            COUNTER_TTL_MS,
+            item.session,
+            item.kind,
+            time.time(),
+            body,
+        ]
         try:
             await self._group(stream)
             entry_id = await self._put(keys=keys, args=args)
@@ -157,7 +164,7 @@ class RedisInbox:
                 claimed = await self._claim(stream, consumer, count)
                 if claimed:
                     return await self._with_notes(claimed, fresh=False)
-            reply = await self.client.xreadgroup(
+            reply: Any = await self.client.xreadgroup(
                 GROUP, consumer, {stream: ">"}, count=count, block=max(int(wait * 1000), 1)
             )
         except UNAVAILABLE_ERRORS as exc:

@@ -41,21 +41,29 @@ CREATE TABLE IF NOT EXISTS inbox_seen (
 CREATE INDEX IF NOT EXISTS inbox_seen_at ON inbox_seen (seen_at);
 """
 
+INBOX_FILENAME = "inbox.db"  # only when the store is not SQLite (MongoDB without Redis)
 POLL = 0.25  # seconds between looks at the table when nothing was put in this process
 SCAN = 200  # open entries looked at per take (the heads of sessions among them are taken)
 
 
 class SqliteInbox:
-    def __init__(self, worker: SqliteWorker, *, claim_after: float = 20.0) -> None:
+    def __init__(
+        self, worker: SqliteWorker, *, claim_after: float = 20.0, owns_worker: bool = False
+    ) -> None:
         self._db = worker
         self.claim_after = claim_after
+        self._owns_worker = owns_worker
         self._wake = asyncio.Event()
         self._last_prune = 0.0
 
     @classmethod
-    async def open(cls, worker: SqliteWorker, *, claim_after: float = 20.0) -> SqliteInbox:
+    async def open(
+        cls, worker: SqliteWorker, *, claim_after: float = 20.0, owns_worker: bool = False
+    ) -> SqliteInbox:
+        """On the store's own connection thread (`SqliteStore.worker`), or on a worker of its
+        own (`owns_worker`: closed with the inbox)."""
         await worker.call(lambda conn: conn.executescript(INBOX_SCHEMA))
-        return cls(worker, claim_after=claim_after)
+        return cls(worker, claim_after=claim_after, owns_worker=owns_worker)
 
     async def put(self, item: InboxItem) -> str | None:
         body = json.dumps(item.body, separators=(",", ":"))
@@ -227,4 +235,5 @@ class SqliteInbox:
         return InboxStats(depth=depth, oldest_age=age)
 
     async def close(self) -> None:
-        """The store owns the connection; nothing of the inbox's own to close."""
+        if self._owns_worker:
+            await self._db.close()
