@@ -13,7 +13,7 @@ from typing import Any
 from bot.app import BotApp
 from bot.toolbox import Toolbox
 from tests.fakes.openai_server import FakeOpenAI, hang, text, tool_calls
-from tests.helpers import CollectingSink, message
+from tests.helpers import CollectingSink, message, until
 from tools.declare import tool
 from tools.registry import ToolRegistry
 
@@ -68,8 +68,7 @@ async def test_a_turn_cut_short_after_a_write_resumes_without_writing_again(
     fake_openai.push(tool_calls([("cancel_order", {"order_id": "W1"})]), hang(30))
     msg = asked("Please cancel my order W1")
     crashed = asyncio.create_task(run(app, shop, msg))
-    while len(fake_openai.requests) < 2:  # the tool ran; the model is answering
-        await asyncio.sleep(0.02)
+    await until(lambda: len(fake_openai.requests) == 2, what="the tool ran, the model answers")
     crashed.cancel()  # the process dies here
     await asyncio.gather(crashed, return_exceptions=True)
     assert shop.cancelled == ["W1"]
