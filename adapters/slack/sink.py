@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 from slack_sdk.web.async_client import AsyncWebClient
@@ -52,6 +54,28 @@ class ReplyTarget:
     assistant_thread: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class EarlierReply:
+    """The messages an earlier attempt at the same event posted (kept in its inbox entry's
+    notes), so a re-run after a crash updates them instead of posting the answer twice."""
+
+    ts: tuple[str, ...] = ()
+    streamed: bool = False  # the first one was a chat stream (stopped before it is updated)
+
+    @classmethod
+    def from_notes(cls, notes: Mapping[str, Any]) -> EarlierReply | None:
+        ts = notes.get("reply_ts")
+        if not isinstance(ts, list) or not ts or not all(isinstance(t, str) and t for t in ts):
+            return None
+        return cls(tuple(ts), bool(notes.get("reply_streamed")))
+
+    def as_notes(self) -> dict[str, Any]:
+        return {"reply_ts": list(self.ts), "reply_streamed": self.streamed}
+
+
+OnPosted = Callable[[EarlierReply], Awaitable[None]]
+
+
 @dataclass
 class Capabilities:
     """Per-process memory of teams where streaming / assistant APIs turned out unavailable."""
@@ -67,6 +91,9 @@ class SlackReplySink:
         target: ReplyTarget,
         config: SlackConfig,
         caps: Capabilities,
+        *,
+        earlier: EarlierReply | None = None,
+        on_posted: OnPosted | None = None,
     ) -> None:
         self._client = client
         self._target = target
@@ -87,6 +114,18 @@ class SlackReplySink:
         self._finished = False
         self._first_delta_at = 0.0
         self.posted: list[str] = []  # ts of every message this sink created
+        self._on_posted = on_posted
+        self._streamed = False
+        self._reuse: list[str] = []  # an earlier attempt's later parts, updated before posting
+        self._earlier_stream: str | None = None  # an earlier attempt's open stream, to stop
+        if earlier is not None:
+            # A re-run: the answer replaces what the first attempt showed (never a stream).
+            self._mode = "update"
+            self._posted_ts = earlier.ts[0]
+            self._reuse = list(earlier.ts[1:])
+            self.posted = list(earlier.ts)
+            self._streamed = earlier.streamed
+            self._earlier_stream = earlier.ts[0] if earlier.streamed else None
 
     @property
     def finished(self) -> bool:
@@ -239,7 +278,8 @@ class SlackReplySink:
             self._sent += len(chunk)
             if self._stream_ts is None and self._stream.ts:
                 self._stream_ts = self._stream.ts
-                self.posted.append(self._stream_ts)
+                self._streamed = True
+                await self._created(self._stream_ts)
         except Exception as exc:
             method = "chat.appendStream" if self._stream_ts else "chat.startStream"
             code = api_failed(_LOG, method, exc, channel=t.channel)
@@ -253,6 +293,7 @@ class SlackReplySink:
                 self._mode = "stalled"  # keep the partial stream; finish() will fix the text
 
     async def _update_progress(self) -> None:
+        await self._stop_earlier_stream()
         limit = self._config.message_limit
         preview = truncate(markdown_to_mrkdwn(self._text[: 2 * limit]), limit)
         sent = len(self._text)
@@ -270,6 +311,7 @@ class SlackReplySink:
     # -- final -------------------------------------------------------------------------------
 
     async def _deliver(self, final: str) -> None:
+        await self._stop_earlier_stream()
         long = len(final) > self._config.file_threshold
         if self._stream is not None and self._stream_ts is not None:
             streamed = self._text[: self._sent]
@@ -357,6 +399,12 @@ class SlackReplySink:
         return True
 
     async def _post(self, text: str) -> str:
+        if self._reuse:  # a part an earlier attempt posted: it becomes this part
+            ts = self._reuse.pop(0)
+            await self._client.chat_update(
+                channel=self._target.channel, ts=ts, text=text, blocks=[]
+            )
+            return ts
         resp = await self._client.chat_postMessage(
             channel=self._target.channel,
             thread_ts=self._target.thread_ts,
@@ -365,8 +413,24 @@ class SlackReplySink:
             unfurl_media=False,
         )
         ts = str(resp.get("ts") or "")
-        self.posted.append(ts)
+        await self._created(ts)
         return ts
+
+    async def _created(self, ts: str) -> None:
+        """A message of this answer now exists in Slack: record it with the event first."""
+        self.posted.append(ts)
+        if self._on_posted is not None and ts:
+            await self._on_posted(EarlierReply(tuple(self.posted), self._streamed))
+
+    async def _stop_earlier_stream(self) -> None:
+        """An earlier attempt died mid-stream: stop that stream so it can be updated."""
+        if self._earlier_stream is None:
+            return
+        ts, self._earlier_stream = self._earlier_stream, None
+        try:
+            await self._client.chat_stopStream(channel=self._target.channel, ts=ts)
+        except Exception as exc:  # e.g. already stopped: the update still goes out
+            api_failed(_LOG, "chat.stopStream", exc, channel=self._target.channel)
 
     async def _clear_status(self) -> None:
         t = self._target
