@@ -229,10 +229,17 @@ class BotApp:
             check(self.store.ping()), check(self.cache.ping())
         )
         status = {"store": store_ok, "cache": cache_ok}
-        if self.worker.oldest_age:  # an inbox is served here: is it keeping up?
-            oldest = max(self.worker.oldest_age.values())
-            status["inbox"] = oldest <= self.settings.bot_inbox_max_age_seconds
+        if self.inbox is not None and self.worker.kinds:  # served here: is it keeping up?
+            status["inbox"] = await check(self._inbox_keeping_up())
         return status
+
+    async def _inbox_keeping_up(self) -> bool:
+        assert self.inbox is not None
+        limit = self.settings.bot_inbox_max_age_seconds
+        for kind in self.worker.kinds:
+            if (await self.inbox.stats(kind)).oldest_age > limit:
+                return False
+        return True
 
     async def start(self) -> None:
         """Start background jobs for a long-running surface (`bot slack`, `bot discord` call

@@ -111,8 +111,6 @@ class InboxWorker:
         self._tasks: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._stopping = False
-        self.depth: dict[str, int] = {}
-        self.oldest_age: dict[str, float] = {}
 
     # -- intake --------------------------------------------------------------------------------
 
@@ -123,7 +121,7 @@ class InboxWorker:
             try:
                 entry_id = await self.inbox.put(item)
                 return entry_id is not None
-            except StoreUnavailable as exc:
+            except (StoreUnavailable, ValueError) as exc:  # down, or an oversized item
                 metrics.INBOX_FALLBACK.labels(item.kind).inc()
                 log.warning(
                     "inbox_unavailable",
@@ -203,7 +201,6 @@ class InboxWorker:
         while not self._stopping:
             try:
                 stats = await self.inbox.stats(kind)
-                self.depth[kind], self.oldest_age[kind] = stats.depth, stats.oldest_age
                 metrics.INBOX_DEPTH.labels(kind).set(stats.depth)
                 metrics.INBOX_OLDEST.labels(kind).set(stats.oldest_age)
             except Exception:
@@ -301,6 +298,11 @@ class InboxWorker:
     @property
     def in_flight(self) -> int:
         return len(self._tasks)
+
+    @property
+    def kinds(self) -> list[str]:
+        """The kinds this process serves."""
+        return list(self._handlers)
 
     async def stop(self, grace: float) -> int:
         """Stop taking entries, wait up to `grace` seconds for running ones, hand the rest back.
