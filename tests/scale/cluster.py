@@ -119,6 +119,8 @@ class BotProcess:
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
     log_paths: list[Path] = field(default_factory=list)
+    _read: dict[Path, int] = field(default_factory=dict)
+    _lines: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def api_key(self) -> str:
@@ -195,20 +197,34 @@ class BotProcess:
         return "\n".join(parts)
 
     def log_lines(self) -> list[dict[str, Any]]:
-        """The process's JSON log lines (all starts), parsed."""
-        found: list[dict[str, Any]] = []
+        """The process's JSON log lines (all its starts), parsed; read on from where the last
+        call stopped."""
         for path in self.log_paths:
+            done = self._read.get(path, 0)
             try:
-                raw = path.read_text(errors="replace").splitlines()
+                with path.open("rb") as f:
+                    f.seek(done)
+                    chunk = f.read()
             except OSError:
                 continue
-            for line in raw:
-                if line.startswith("{"):
+            complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits
+            self._read[path] = done + len(complete)
+            for raw in complete.decode(errors="replace").splitlines():
+                if raw.startswith("{"):
                     try:
-                        found.append(json.loads(line))
+                        self._lines.append(json.loads(raw))
                     except ValueError:
                         pass
-        return found
+        return self._lines
+
+    def handled(self) -> list[tuple[str, str]]:
+        """(event_id, outcome) of every `slack_event_handled` line: the adapter's own word that
+        it is done with a delivery (README, Tests)."""
+        return [
+            (str(line.get("event_id")), str(line.get("outcome")))
+            for line in self.log_lines()
+            if line.get("event") == "slack_event_handled"
+        ]
 
     def logged_turns(self) -> int:
         """Turns this process finished, from its `turn` log lines (a process that has exited
@@ -500,6 +516,31 @@ class Cluster:
         while not await check():
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out after {timeout} s waiting for: {what}")
+            await asyncio.sleep(0.1)
+
+    def handled(self) -> dict[str, list[str]]:
+        """Outcomes of `slack_event_handled` lines by event id, over every process and start."""
+        found: dict[str, list[str]] = {}
+        for bot in self.bots.values():
+            for event_id, outcome in bot.handled():
+                found.setdefault(event_id, []).append(outcome)
+        return found
+
+    async def wait_handled(self, deliveries: dict[str, int], timeout: float) -> None:
+        """Until each event id has been handled (by any process) at least as many times as it
+        was delivered: after that, nothing more comes of those deliveries."""
+
+        def short() -> list[str]:
+            seen = self.handled()
+            return [e for e, n in deliveries.items() if len(seen.get(e, [])) < n]
+
+        deadline = time.monotonic() + timeout
+        while missing := short():
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{len(missing)} of {len(deliveries)} events without a slack_event_handled "
+                    f"line for each delivery after {timeout} s, e.g. {missing[:5]}"
+                )
             await asyncio.sleep(0.1)
 
     async def wait_idle(self, bots: list[BotProcess], *, turns: int, timeout: float) -> None:

@@ -46,7 +46,9 @@ async def test_sigterm_hands_over_or_finishes_every_turn_and_exits_0(
     took = await cluster.wait_answered(everything, timeout=60)
     assert await leaving.wait_exit(EXIT_SECONDS) == 0, leaving.log_tail()
     print(f"answered {took:.1f} s after SIGTERM; {leaving.logged_turns()} by the leaving replica")
-    # Every turn is over: those the leaving one finished (its log) and the others' (/metrics).
+    # Every delivery was handled, and every turn is over: those the leaving one finished (its
+    # log) and the others' (/metrics).
+    await cluster.wait_handled({s.event_id: 1 for s in everything}, timeout=30)
     await cluster.wait_idle(staying, turns=len(everything) - leaving.logged_turns(), timeout=30)
 
     for first, follow_up in zip(firsts, follow_ups, strict=True):
