@@ -32,6 +32,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from cachetools import TTLCache
+
 from bot import metrics
 from bot.stores.inbox import Inbox, InboxEntry, InboxItem
 from bot.stores.leases import new_holder
@@ -108,6 +110,8 @@ class InboxWorker:
         self._max_in_flight = max_in_flight
         self._order: KeyLocks[str] = KeyLocks()
         self._held: dict[str, InboxEntry] = {}  # entry id -> entry, while taken by this worker
+        # session -> seq of its entry this process finished last (its successor need not ask)
+        self._done_here: TTLCache[str, int] = TTLCache(maxsize=50_000, ttl=600.0)
         self._tasks: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -170,6 +174,8 @@ class InboxWorker:
             for entry in entries:
                 if self._stopping:  # read while stopping: give it straight back
                     await self._hand_back(kind, [entry])
+                    continue
+                if entry.id in self._held:  # our own, re-taken after a missed renewal
                     continue
                 if entry.tries > 1:
                     metrics.INBOX_CLAIMED.labels(kind).inc()
@@ -234,6 +240,8 @@ class InboxWorker:
                     await self._handle(entry, durable)
                 if durable:
                     await self._done(entry)
+                    if entry.seq:
+                        self._done_here[entry.item.session] = entry.seq
         except asyncio.CancelledError:
             if durable:
                 await self._hand_back(kind, [entry])
@@ -244,6 +252,8 @@ class InboxWorker:
     async def _wait_turn(self, entry: InboxEntry) -> None:
         """Until the entries put before this one in its session are done (other replicas)."""
         assert self.inbox is not None
+        if entry.seq and self._done_here.get(entry.item.session) == entry.seq - 1:
+            return  # its predecessor just finished in this process
         deadline = time.monotonic() + self.order_wait
         pause = 0.01
         while True:

@@ -170,7 +170,7 @@ class RedisInbox:
         except UNAVAILABLE_ERRORS as exc:
             raise StoreUnavailable(f"Redis unavailable during inbox take: {exc}") from exc
         except ResponseError as exc:
-            if "NOGROUP" not in str(exc):
+            if "NOGROUP" not in str(exc) and "UNBLOCKED" not in str(exc):
                 raise
             self._groups.discard(stream)  # the stream was deleted (e.g. FLUSHALL): recreate it
             return []

@@ -113,47 +113,30 @@ class SqliteInbox:
                 pass
 
     async def _take_now(self, kind: str, consumer: str, count: int) -> list[InboxEntry]:
-        def candidates(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-            # The oldest open entry of each session, in order of arrival.
-            return conn.execute(
-                "SELECT n, owner, lease_until FROM inbox AS a WHERE kind = ? AND NOT EXISTS "
-                "(SELECT 1 FROM inbox AS b WHERE b.session = a.session AND b.n < a.n) "
-                "ORDER BY n LIMIT ?",
-                (kind, SCAN),
-            ).fetchall()
-
         now = time.time()
-        rows = await self._db.call(candidates)
-        dead: dict[str, bool] = {}
-        free: list[int] = []
-        for n, owner, lease_until in rows:
-            if owner is None or (lease_until or 0) < now:
-                free.append(n)
-            elif owner != consumer:
-                if owner not in dead:
-                    dead[owner] = holder_is_dead(owner)
-                if dead[owner]:
-                    free.append(n)
-            if len(free) >= count:
-                break
-        if not free:
-            return []
         lease = now + self.claim_after
 
-        def claim(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-            taken: list[tuple[Any, ...]] = []
-            with transaction(conn):
-                for n in free:
-                    # Re-checked inside the transaction: another process may have claimed it.
-                    row = conn.execute(
-                        "SELECT owner, lease_until FROM inbox WHERE n = ?", (n,)
-                    ).fetchone()
-                    if row is None:
-                        continue
-                    owner, until = row
-                    if owner not in (None, consumer) and (until or 0) >= now:
-                        if not dead.get(owner, False):
-                            continue
+        def run(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            with transaction(conn):  # one transaction: no other process claims in between
+                # The oldest open entry of each session, in order of arrival.
+                heads = conn.execute(
+                    "SELECT n, owner, lease_until FROM inbox AS a WHERE kind = ? AND NOT EXISTS "
+                    "(SELECT 1 FROM inbox AS b WHERE b.session = a.session AND b.n < a.n) "
+                    "ORDER BY n LIMIT ?",
+                    (kind, SCAN),
+                ).fetchall()
+                dead: dict[str, bool] = {}
+                taken: list[tuple[Any, ...]] = []
+                for n, owner, lease_until in heads:
+                    if len(taken) >= count:
+                        break
+                    if owner is not None and owner != consumer and (lease_until or 0) >= now:
+                        if owner not in dead:
+                            dead[owner] = holder_is_dead(owner)
+                        if not dead[owner]:
+                            continue  # a live worker holds it
+                    elif owner == consumer and (lease_until or 0) >= now:
+                        continue  # ours already (being handled here)
                     taken.append(
                         conn.execute(
                             "UPDATE inbox SET owner = ?, lease_until = ?, tries = tries + 1 "
@@ -162,9 +145,9 @@ class SqliteInbox:
                             (consumer, lease, n),
                         ).fetchone()
                     )
-            return taken
+                return taken
 
-        taken = await self._db.call(claim)
+        taken = await self._db.call(run)
         return [
             InboxEntry(
                 id=str(n),

@@ -47,6 +47,7 @@ async def test_an_acked_event_is_answered_by_another_replica_when_its_own_stops(
     c = await make_app(**shared(redis_url, redis_prefix))
     await start_harness(c)  # a third replica starts serving
     assert await slack_b.wait_replies("C1", ts) == ["Answered from the inbox."]
+    await until(lambda: c.worker.in_flight == 0, what="the entry is done")
     # A re-delivery of the same event to yet another replica is dropped at its ack.
     event = {"type": "app_mention", "user": "U1", "text": "<@UBOT> are you there?", "ts": ts}
     resp = await slack_a.send_event({**event, "channel": "C1"}, retry_num=1)
