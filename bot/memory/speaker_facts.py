@@ -49,8 +49,8 @@ def team_word(platform: str) -> str:
 
 
 def everywhere(person: PersonKey) -> str:
-    """The whole platform as a person reads it: "Discord (your DMs and every server)"."""
-    return f"{person.platform.capitalize()} (your DMs and every {team_word(person.platform)})"
+    """The whole platform as a person reads it: "Discord, in your DMs and every server"."""
+    return f"{person.platform.capitalize()}, in your DMs and every {team_word(person.platform)}"
 
 
 def remembered_elsewhere(fact: Fact, speaker: str) -> str:
