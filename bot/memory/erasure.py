@@ -96,13 +96,13 @@ class Eraser:
         team/guild. The scopes are those where the user has facts, plus every team with a
         conversation on the platform (whatever else the bot holds about a person was said in a
         conversation, and the store keeps every session's head even after its messages are
-        pruned); a scope where they hold nothing costs a few index lookups. One receipt per
+        pruned); a scope where they hold nothing costs one pass of index lookups. One receipt per
         scope that held something, and always one for `person`."""
         at = codec.now_ms()
         erased: list[tuple[PersonKey, ErasureCounts, float]] = []
         for scope in await self._scopes(person):
             started = time.perf_counter()
-            counts = await self._erase(scope)
+            counts = await self._erase(scope, once_if_empty=scope != person)
             if scope == person or any(asdict(counts).values()):
                 erased.append((scope, counts, _ms(started)))
         await self._compact()
@@ -128,8 +128,10 @@ class Eraser:
         found.discard(person)
         return [person, *sorted(found, key=lambda p: p.id)]
 
-    async def _erase(self, person: PersonKey) -> ErasureCounts:
-        """Every tier, twice (the second pass takes what in-flight work stored meanwhile)."""
+    async def _erase(self, person: PersonKey, *, once_if_empty: bool = False) -> ErasureCounts:
+        """Every tier, twice (the second pass takes what in-flight work stored meanwhile);
+        `once_if_empty`: a scope where the first pass found nothing is not passed again (a turn
+        of theirs starting there now is no different from one just after the erasure)."""
         facts = messages = calls = summaries = memories = 0
         scrubbed: set[str] = set()
         for _pass in range(2):
@@ -139,6 +141,8 @@ class Eraser:
             calls += await self.store.delete_speaker_calls(person)
             for tier in self.tiers:
                 memories += await tier.erase_person(person)
+            if once_if_empty and not (sessions or facts or messages or calls or memories):
+                break
             for session_id in sessions:
                 if session_id in scrubbed:
                     continue

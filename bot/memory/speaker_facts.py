@@ -54,5 +54,5 @@ def everywhere(person: PersonKey) -> str:
 
 
 def remembered_elsewhere(fact: Fact, speaker: str) -> str:
-    """ "" for a fact of the speaker's own scope, else where it was remembered."""
+    """Where a fact of another scope was remembered; empty for the speaker's own scope."""
     return "" if fact.person == speaker else scope_name(fact.person)
