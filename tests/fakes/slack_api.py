@@ -364,15 +364,23 @@ class FakeSlack:
         )
 
     async def _wait_call(self, request: web.Request) -> web.Response:
-        """Block until `method` was called for `channel` (benchmarks wait for a turn's end)."""
-        key = (request.query["method"], request.query.get("channel"))
-        if key not in self._seen_keys:
+        """Block until `method` (or any of several, comma-separated) was called for `channel`
+        (benchmarks wait for a turn's end)."""
+        channel = request.query.get("channel")
+        keys = [(m, channel) for m in request.query["method"].split(",") if m]
+        if not any(key in self._seen_keys for key in keys):
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._key_waiters.setdefault(key, []).append(waiter)
+            for key in keys:
+                self._key_waiters.setdefault(key, []).append(waiter)
             try:
                 await asyncio.wait_for(waiter, timeout=float(request.query.get("timeout", "30")))
             except TimeoutError:
                 return web.json_response({"ok": False}, status=408)
+            finally:
+                for key in keys:
+                    waiters = self._key_waiters.get(key)
+                    if waiters and waiter in waiters:
+                        waiters.remove(waiter)
         return web.json_response({"ok": True})
 
     async def _file_download(self, request: web.Request) -> web.StreamResponse:
