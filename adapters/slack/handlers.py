@@ -53,6 +53,22 @@ def _team(context: AsyncBoltContext, body: dict[str, Any]) -> str:
     return str(context.team_id or body.get("team_id") or context.enterprise_id or "")
 
 
+def _handled(body: dict[str, Any], outcome: str) -> None:
+    """One line for every event the adapter is done with, answered or dropped, so an operator
+    can follow each event to its end and a test knows nothing more will come of it. Outcomes:
+    answered | failed | cancelled | edited | duplicate | not_in_thread | ignored (not for the
+    bot: every channel message reaches us, so that one is DEBUG) | done (other event kinds)."""
+    event = body.get("event")
+    emit(
+        _LOG,
+        "slack_event_handled",
+        logging.DEBUG if outcome == "ignored" else logging.INFO,
+        event_id=body.get("event_id"),
+        kind=event.get("type") if isinstance(event, dict) else None,
+        outcome=outcome,
+    )
+
+
 class SlackHandlers:
     """Holds the per-process helpers (dedup, users, threads) and the listener functions."""
 
@@ -105,6 +121,7 @@ class SlackHandlers:
         if event.get("edited"):
             # Slack re-sends app_mention for an edited message: the original was answered.
             metrics.DROPPED_MESSAGES.labels(PLATFORM, "edited").inc()
+            _handled(body, "edited")
             return
         route = route_event(
             event,
@@ -114,15 +131,30 @@ class SlackHandlers:
             allow_bots=self.config.allow_bot_messages,
         )
         if route is None:
+            _handled(body, "ignored")
             return
         retries = request.headers.get("x-slack-retry-num") or []
         retry = retries[0] if retries else None
         self.tasks.spawn(
-            self._answer(
-                route, body, event, client, context.bot_user_id, context.bot_id, retry, received
+            self._handling(
+                body,
+                self._answer(
+                    route, body, event, client, context.bot_user_id, context.bot_id, retry, received
+                ),
             ),
             name=f"slack-turn-{route.channel}-{route.message_ts}",
         )
+
+    async def _handling(self, body: dict[str, Any], answer: Awaitable[str]) -> None:
+        """Run `answer` and log how that event ended, whatever happens."""
+        outcome = "failed"
+        try:
+            outcome = await answer
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        finally:
+            _handled(body, outcome)
 
     async def _answer(
         self,
@@ -134,10 +166,11 @@ class SlackHandlers:
         bot_id: str | None,
         retry: str | None,
         received: float,
-    ) -> None:
+    ) -> str:
+        """Answer the event's message; returns the outcome (see `_handled`)."""
         event_id = body.get("event_id")
         if event_id and not await self.dedup.first(f"slack:{route.team}:event:{event_id}"):
-            return
+            return "duplicate"
         if route.needs_thread_check and not await self.threads.bot_in_thread(
             client,
             team=route.team,
@@ -150,10 +183,10 @@ class SlackHandlers:
                 SessionKey(PLATFORM, route.team, route.channel, route.session_thread)
             ),
         ):
-            return
+            return "not_in_thread"
         # The same message can reach us under another event id (e.g. a second subscription).
         if not await self.dedup.first(f"slack:{route.team}:msg:{route.channel}:{route.message_ts}"):
-            return
+            return "duplicate"
         if route.reply_thread_ts and not route.is_dm:
             self.threads.mark(route.team, route.channel, route.reply_thread_ts)
 
@@ -208,11 +241,12 @@ class SlackHandlers:
         finally:
             waiting.dec()
         try:
-            await self._run_turn(message, sink)
+            return await self._run_turn(message, sink)
         finally:
             self._turns.release()
 
-    async def _run_turn(self, message: IncomingMessage, sink: SlackReplySink) -> None:
+    async def _run_turn(self, message: IncomingMessage, sink: SlackReplySink) -> str:
+        outcome = "answered"
         try:
             await self.core.handle_message(message, sink)
         except asyncio.CancelledError:
@@ -226,6 +260,7 @@ class SlackHandlers:
                     )
             raise
         except Exception as exc:
+            outcome = "failed"
             metrics.ERRORS.labels(PLATFORM, "turn_failed").inc()
             emit(
                 _LOG,
@@ -237,6 +272,7 @@ class SlackHandlers:
         if not sink.finished:  # the core must always finish; never leave the person hanging
             emit(_LOG, "slack_turn_unfinished", logging.WARNING, channel=message.channel)
             await sink.finish(APOLOGY, error=True)
+        return outcome
 
     def _maybe_title(self, client: AsyncWebClient, route: Route, text: str) -> None:
         key = (route.team, route.channel, str(route.reply_thread_ts))
@@ -255,11 +291,14 @@ class SlackHandlers:
 
         self.tasks.spawn(set_title(), name="slack-set-title")
 
-    async def on_thread_started(self, event: dict[str, Any], client: AsyncWebClient) -> None:
+    async def on_thread_started(
+        self, body: dict[str, Any], event: dict[str, Any], client: AsyncWebClient
+    ) -> None:
         metrics.EVENTS.labels(PLATFORM, "assistant_thread_started").inc()
         thread = event.get("assistant_thread") or {}
         channel, thread_ts = thread.get("channel_id"), thread.get("thread_ts")
         if not channel or not thread_ts or not self.config.suggested_prompts:
+            _handled(body, "done")
             return
         prompts = [{"title": t, "message": m} for t, m in self.config.suggested_prompts[:4]]
         try:
@@ -268,24 +307,30 @@ class SlackHandlers:
             )
         except Exception as exc:
             api_failed(_LOG, "assistant.threads.setSuggestedPrompts", exc)
+        _handled(body, "done")
 
-    async def on_ignored_event(self, event: dict[str, Any]) -> None:
+    async def on_ignored_event(self, body: dict[str, Any], event: dict[str, Any]) -> None:
         metrics.EVENTS.labels(PLATFORM, str(event.get("type"))).inc()
+        _handled(body, "ignored")
 
-    async def on_app_uninstalled(self, context: AsyncBoltContext) -> None:
+    async def on_app_uninstalled(self, body: dict[str, Any], context: AsyncBoltContext) -> None:
         metrics.EVENTS.labels(PLATFORM, "app_uninstalled").inc()
         if self.installation_store is not None:
             await self.installation_store.async_delete_all(
                 enterprise_id=context.enterprise_id, team_id=context.team_id
             )
         emit(_LOG, "slack_app_uninstalled", team=context.team_id, enterprise=context.enterprise_id)
+        _handled(body, "done")
 
-    async def on_tokens_revoked(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
+    async def on_tokens_revoked(
+        self, body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
+    ) -> None:
         metrics.EVENTS.labels(PLATFORM, "tokens_revoked").inc()
         store = self.installation_store
         tokens = event.get("tokens") or {}
         if store is None:
             emit(_LOG, "slack_tokens_revoked", team=context.team_id, bot=bool(tokens.get("bot")))
+            _handled(body, "done")
             return
         for user_id in tokens.get("oauth") or []:
             await store.async_delete_installation(
@@ -296,6 +341,7 @@ class SlackHandlers:
                 enterprise_id=context.enterprise_id, team_id=context.team_id
             )
         emit(_LOG, "slack_tokens_revoked", team=context.team_id, bot=bool(tokens.get("bot")))
+        _handled(body, "done")
 
     async def on_error(self, error: Exception, body: dict[str, Any]) -> None:
         metrics.ERRORS.labels(PLATFORM, "listener_failed").inc()

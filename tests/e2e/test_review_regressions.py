@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from bot.model import ModelClient, ModelError
 from bot.tokens import TokenCounter
 from tests.fakes.openai_server import FakeOpenAI
+from tests.support.shared_data import shared_data_file
 from tools import envelope
 from tools.declare import tool
 from tools.executor import ExecutorConfig, ToolExecutor
@@ -28,7 +29,6 @@ from tools.registry import ToolRegistry
 from tools.types import ToolCallRequest, ToolContext
 
 ROOT = Path(__file__).resolve().parents[2]
-ORDERS = ROOT.parent / "shared" / "data" / "retail" / "orders.json"
 CTX = ToolContext("slack:T1:C1:-", "slack:T1:U1", "slack:T1")
 
 
@@ -240,7 +240,8 @@ def test_non_utf8_dotenv_is_one_clean_line(tmp_path: Path) -> None:
 
 
 def test_orders_demo_bad_port_is_one_clean_line(tmp_path: Path) -> None:
-    p = run_bot(tmp_path, "orders-demo", "--data", str(ORDERS), "--port", "70000")
+    orders = shared_data_file("retail/orders.json")
+    p = run_bot(tmp_path, "orders-demo", "--data", str(orders), "--port", "70000")
     one_clean_line(p)
     assert p.returncode == 2 and b"port" in p.stderr
 

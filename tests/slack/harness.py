@@ -2,14 +2,21 @@
 
 `SlackHarness` pairs the adapter's aiohttp app (served on a local port) with `FakeSlack` (the
 Web API it calls back) and any BotCore, and builds realistic Events API / slash command bodies.
+
+"Nothing else happened" is asserted only after a positive signal: the adapter logs
+`slack_event_handled` (event id, outcome) when it is done with an event, answered or dropped;
+`HandledLog` collects those lines and `SlackHarness.wait_handled` waits for them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
+import logging
 import time
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -37,6 +44,62 @@ def signed_headers(
     stamp = str(int(time.time()) if timestamp is None else timestamp)
     signature = SignatureVerifier(secret).generate_signature(timestamp=stamp, body=body)
     return {"X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": str(signature)}
+
+
+class HandledLog(logging.Handler):
+    """The `slack_event_handled` lines of every Slack adapter in this process, in order.
+
+    One instance is shared (`HANDLED`); `attach()`/`detach()` count their users and, while any is
+    attached, open the adapter's loggers down to DEBUG (events not for the bot log there)."""
+
+    LOGGER = "adapters.slack"
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[tuple[str | None, str]] = []  # (event id, outcome)
+        self._users = 0
+        self._level = logging.NOTSET
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg == "slack_event_handled":
+            fields = getattr(record, "fields", {})
+            self.lines.append((fields.get("event_id"), str(fields.get("outcome"))))
+
+    def attach(self) -> None:
+        if self._users == 0:
+            logger = logging.getLogger(self.LOGGER)
+            self._level = logger.level
+            logger.setLevel(logging.DEBUG)
+            logger.addHandler(self)
+        self._users += 1
+
+    def detach(self) -> None:
+        if self._users == 0:
+            raise RuntimeError("HandledLog.detach() without attach()")
+        self._users -= 1
+        if self._users == 0:
+            logger = logging.getLogger(self.LOGGER)
+            logger.removeHandler(self)
+            logger.setLevel(self._level)
+            self.lines.clear()
+
+    def outcomes(self, event_ids: Collection[str]) -> list[str]:
+        """Outcomes logged so far for these event ids (one per delivery handled)."""
+        return [outcome for event_id, outcome in self.lines if event_id in event_ids]
+
+    async def wait(
+        self, event_ids: Collection[str], count: int, *, timeout: float = 5.0
+    ) -> list[str]:
+        """Until `count` deliveries of these event ids were handled; their outcomes."""
+        deadline = time.monotonic() + timeout
+        while len(found := self.outcomes(event_ids)) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(found)} of {count} events handled: {found}")
+            await asyncio.sleep(0.01)
+        return found
+
+
+HANDLED = HandledLog()
 
 
 def event_body(event: dict[str, Any], *, team: str, event_id: str | None = None) -> dict[str, Any]:
@@ -87,11 +150,16 @@ class SlackHarness:
         await runner.setup()
         site = GuardedSite(runner, "127.0.0.1", 0)
         await site.start()
+        HANDLED.attach()
         return cls(fake, core, cfg, runner, site, ClientSession(), team=fake.team_id)
 
     async def close(self) -> None:
+        """Stop serving (idempotent: a test may close a harness that its fixture closes too)."""
+        if self.http.closed:
+            return
         await self.http.close()
         await self.runner.cleanup()
+        HANDLED.detach()
 
     @property
     def port(self) -> int:
@@ -129,6 +197,7 @@ class SlackHarness:
         team: str | None = None,
     ) -> ClientResponse:
         body = event_body(event, team=team or self.team, event_id=event_id)
+        self.sent.append(body["event_id"])
         headers = {}
         if retry_num is not None:
             headers = {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "http_timeout"}
@@ -222,6 +291,13 @@ class SlackHarness:
         return await self.post_raw(
             urlencode(form), content_type="application/x-www-form-urlencoded"
         )
+
+    async def wait_handled(self, count: int | None = None, *, timeout: float = 5.0) -> list[str]:
+        """Until the adapter is done with `count` deliveries of the events this harness sent
+        (default: every delivery it sent), answered or dropped; their outcomes in the order they
+        ended. Deliveries of an event id another harness also sent count here too."""
+        wanted = len(self.sent) if count is None else count
+        return await HANDLED.wait(set(self.sent), wanted, timeout=timeout)
 
     async def wait_done(self, message_ts: str, *, timeout: float = 5.0) -> None:
         """Until the bot cleared its working reaction on that message (the turn has finished)."""

@@ -30,6 +30,18 @@ async def _start(
     return slack, core, storage
 
 
+def refused(caplog: pytest.LogCaptureFixture, team: str) -> int:
+    """How many deliveries for `team` were refused at authorization (no installation found).
+
+    Bolt authorizes inside the request, before its 200: once a delivery's response is back, this
+    count says no listener will ever run for it (the positive signal for "not answered")."""
+    return sum(
+        1
+        for r in caplog.records
+        if r.msg == "slack_installation_missing" and getattr(r, "fields", {}).get("team") == team
+    )
+
+
 async def _install(slack: SlackHarness, fake: FakeSlack, team: str, token: str) -> None:
     start = await slack.http.get(slack.url("/slack/install"), allow_redirects=False)
     assert start.status == 302
@@ -50,7 +62,7 @@ async def _install(slack: SlackHarness, fake: FakeSlack, team: str, token: str) 
 
 
 async def test_install_answer_and_uninstall_round_trip(
-    start_harness: StartHarness, fake_slack: FakeSlack
+    start_harness: StartHarness, fake_slack: FakeSlack, caplog: pytest.LogCaptureFixture
 ) -> None:
     slack, core, storage = await _start(start_harness)
     await _install(slack, fake_slack, "T2", "xoxb-team-two")
@@ -71,17 +83,18 @@ async def test_install_answer_and_uninstall_round_trip(
 
     await slack.send_event({"type": "app_uninstalled"}, team="T2")
     await fake_slack.wait_for(lambda: not any(k[1] == "T2" for k in storage.docs))
-    ts = await slack.mention("still there?", channel="C23", team="T2", bot_user="UBT2")
-    await asyncio.sleep(0.3)
+    before = refused(caplog, "T2")
+    await slack.mention("still there?", channel="C23", team="T2", bot_user="UBT2")
+    assert refused(caplog, "T2") == before + 2  # app_mention and message: both refused
     assert slack.replies("C23") == [] and len(core.messages) == 1
 
 
 async def test_events_from_a_team_that_never_installed_are_not_answered(
-    start_harness: StartHarness,
+    start_harness: StartHarness, caplog: pytest.LogCaptureFixture
 ) -> None:
     slack, core, _ = await _start(start_harness)
     await slack.mention("anyone?", channel="C30", team="TNOPE")
-    await asyncio.sleep(0.3)
+    assert refused(caplog, "TNOPE") == 2
     assert core.messages == [] and slack.replies("C30") == []
 
 

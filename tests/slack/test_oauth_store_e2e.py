@@ -26,7 +26,7 @@ from tests.fakes.slack_api import FakeSlack
 from tests.slack.conftest import StartHarness
 from tests.slack.echo_core import EchoCore
 from tests.slack.harness import SlackHarness
-from tests.slack.test_oauth_e2e import _install
+from tests.slack.test_oauth_e2e import _install, refused
 
 OpenStore = Callable[[], Awaitable[SqliteStore]]
 NAMES = ("bot", "installer", "installer:UINSTALLER")
@@ -104,8 +104,9 @@ async def test_install_answer_and_uninstall_round_trip(
 
     await slack.send_event({"type": "app_uninstalled"}, team="T2")
     await _eventually(lambda: _no_docs(store, "T2"))
-    ts = await slack.mention("still there?", channel="C23", team="T2", bot_user="UBT2")
-    await asyncio.sleep(0.3)
+    before = refused(caplog, "T2")
+    await slack.mention("still there?", channel="C23", team="T2", bot_user="UBT2")
+    assert refused(caplog, "T2") == before + 2  # app_mention and message: both refused
     assert slack.replies("C23") == [] and len(core.messages) == 1
     # The bot's and adapter's own log lines never carry the token (slack_sdk's DEBUG dump of
     # the oauth.v2.access response does; bot.logsetup drops library records below WARNING).

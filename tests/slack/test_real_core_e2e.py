@@ -34,7 +34,7 @@ async def test_dm_and_retry_answered_once(slack_real: SlackHarness) -> None:
     await slack_real.send_event(event, event_id="EvREAL1")
     await slack_real.send_event(event, event_id="EvREAL1", retry_num=1)
     await slack_real.wait_done(ts, timeout=10)
-    await asyncio.sleep(0.2)
+    assert sorted(await slack_real.wait_handled()) == ["answered", "duplicate"]
     assert slack_real.replies("D1") == ["ok: just once"]
 
 
@@ -84,7 +84,8 @@ async def test_follow_up_reaching_another_process_before_the_first_reply(
     second = await start_harness(await make_app())
     fake_openai.latency = 0.8
     root = await first.mention("slow question", channel="CX")
-    await asyncio.sleep(0.3)
+    # the first turn is under way (its model request arrived and is held 0.8 s), not answered
+    await first.fake.wait_for(lambda: bool(fake_openai.requests))
     assert first.replies("CX", thread_ts=root) == []
     follow = await second.channel_message("quick follow-up", channel="CX", thread_ts=root)
     await first.wait_done(root, timeout=10)
@@ -109,6 +110,6 @@ async def test_two_processes_on_one_redis_answer_a_retried_event_once(
         apps[0].send_event(event, event_id="EvTWO-REAL"),
         apps[1].send_event(event, event_id="EvTWO-REAL", retry_num=1),
     )
-    await apps[0].fake.wait_for(lambda: bool(fake_slack.bot_messages("C3")))
-    await asyncio.sleep(0.5)
+    # both processes are done with their delivery: one answered it, the other dropped it
+    assert sorted(await apps[0].wait_handled(2, timeout=10)) == ["answered", "duplicate"]
     assert [m.text for m in fake_slack.bot_messages("C3")] == ["ok: hi"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from adapters.slack.mrkdwn import markdown_to_mrkdwn
 from tests.slack.conftest import StartHarness
 from tests.slack.echo_core import EchoCore
@@ -44,7 +42,7 @@ async def test_cancelled_turn_clears_reaction(start_harness: StartHarness) -> No
     ts = await slack.mention("slow one")
     await slack.fake.wait_for(lambda: bool(slack.fake.calls_to("reactions.add", timestamp=ts)))
     await slack.runner.cleanup()  # runtime.stop(): drain(0.2 s) then cancel
-    await asyncio.sleep(0.3)
+    assert sorted(await slack.wait_handled()) == ["cancelled", "ignored"]
     assert slack.fake.calls_to("reactions.remove", timestamp=ts), "reaction left on the message"
     [reply] = slack.replies("C1", thread_ts=ts)
     assert reply.startswith("Sorry, I was restarting")

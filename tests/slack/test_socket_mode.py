@@ -11,7 +11,7 @@ import aiohttp
 from adapters.slack import SlackConfig, run_slack
 from tests.fakes.slack_api import FakeSlack
 from tests.slack.echo_core import EchoCore
-from tests.slack.harness import event_body, new_ts
+from tests.slack.harness import HANDLED, event_body, new_ts
 
 
 def _free_port() -> int:
@@ -33,6 +33,7 @@ async def test_socket_mode_envelopes_are_acked_and_answered(fake_slack: FakeSlac
         stream_interval=0.05,
     )
     stop = asyncio.Event()
+    HANDLED.attach()
     runner = asyncio.create_task(run_slack(core, config, stop=stop))
     try:
         await fake_slack.wait_for(lambda: fake_slack.socket_connected, timeout=10)
@@ -62,7 +63,7 @@ async def test_socket_mode_envelopes_are_acked_and_answered(fake_slack: FakeSlac
         await fake_slack.wait_for(
             lambda: any(a.get("envelope_id") == retry for a in fake_slack.socket_acks)
         )
-        await asyncio.sleep(0.2)
+        assert sorted(await HANDLED.wait({"EvS1"}, 2)) == ["answered", "duplicate"]
         assert len(core.messages) == 1
 
         # slash commands arrive as envelopes too; the answer rides on the ack payload
@@ -88,4 +89,7 @@ async def test_socket_mode_envelopes_are_acked_and_answered(fake_slack: FakeSlac
             assert health.status == 200 and events.status in (404, 405)
     finally:
         stop.set()
-        await asyncio.wait_for(runner, timeout=10)
+        try:
+            await asyncio.wait_for(runner, timeout=10)
+        finally:
+            HANDLED.detach()

@@ -12,22 +12,16 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from typing import NoReturn
 from urllib.parse import urlsplit
 
 import pytest
 import redis
 
+from tests.support.ci import missing
 from tests.support.mongoeco import MongoecoMissing, mongoeco_python, mongoeco_server
 from tests.support.tcp_proxy import TcpProxy
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-
-
-def _missing(reason: str) -> NoReturn:
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason} (required because CI is set)", pytrace=False)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +30,7 @@ def mongoeco_uri() -> Iterator[str]:
     try:
         python = mongoeco_python()
     except MongoecoMissing as exc:
-        _missing(str(exc))
+        missing(str(exc))
     with mongoeco_server(python) as uri:
         yield uri
 
@@ -59,7 +53,7 @@ def redis_url() -> str:
     try:
         client.ping()
     except redis.RedisError as exc:
-        _missing(f"Redis at {url} does not answer: {exc}")
+        missing(f"Redis at {url} does not answer: {exc}")
     finally:
         client.close()
     return url

@@ -2,7 +2,7 @@
 
 Servers are real aiohttp apps on loopback and clients are real httpx clients, so the packs'
 HTTP code runs exactly as in production. The orders data is read from the shared data folder
-(`../shared/data/retail/orders.json` from the repo root), never copied into the repo.
+(`retail/orders.json`, found by `tests.support.shared_data`), never copied into the repo.
 """
 
 from __future__ import annotations
@@ -11,18 +11,16 @@ import datetime as dt
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from aiohttp import web
 
+from tests.support.shared_data import shared_data_file
 from tools.executor import ExecutorConfig, ToolExecutor
 from tools.orders_demo import create_app, load_orders
 from tools.types import ToolContext
-
-ORDERS_JSON = Path(__file__).resolve().parents[3] / "shared" / "data" / "retail" / "orders.json"
 
 
 @pytest.fixture
@@ -81,9 +79,7 @@ def closed_port_url() -> str:
 
 @pytest.fixture(scope="session")
 def orders_data() -> dict[str, Any]:
-    if not ORDERS_JSON.exists():
-        pytest.skip(f"shared orders data not found at {ORDERS_JSON}")
-    return load_orders(ORDERS_JSON)
+    return load_orders(shared_data_file("retail/orders.json"))
 
 
 @dataclass
