@@ -31,9 +31,12 @@ from typing import Any
 
 from bench import slack_output
 from bench.report import NO_TARGET, Figure, fmt_measured, fmt_met, table
+from tests.support.shared_data import find_shared_data
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+# Where the tests find it (BOT_SHARED_DATA, else ../shared/data, else a further parent's).
+_LOCOMO = find_shared_data("locomo/locomo_dev.json")
+LOCOMO = _LOCOMO.path or ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 KILL_GRACE = 10.0  # seconds between SIGTERM and SIGKILL of a bench that timed out
 
 
@@ -48,7 +51,7 @@ def _embeddings_missing() -> str | None:
 
 
 def _locomo_missing() -> str | None:
-    return None if LOCOMO.is_file() else f"needs the LoCoMo data file {LOCOMO}"
+    return None if _LOCOMO.path else f"needs the LoCoMo data: {_LOCOMO.missing_message()}"
 
 
 @dataclass(frozen=True)
