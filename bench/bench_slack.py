@@ -339,7 +339,8 @@ async def drive(args: argparse.Namespace) -> None:
                     await post(channel, request)
                     if retry is not None:  # Slack re-delivers while the turn runs
                         retries_in_flight.append(asyncio.create_task(post(channel, retry)))
-                    params = {"method": "reactions.remove", "channel": channel, "timeout": "60"}
+                    # A quick answer is one chat.postMessage (no working reaction): its end.
+                    params = {"method": "chat.postMessage", "channel": channel, "timeout": "60"}
                     async with http.get(wait_url, params=params) as resp:
                         await resp.read()
 
@@ -395,6 +396,11 @@ async def drive(args: argparse.Namespace) -> None:
                 proc.kill()
 
 
+# The call that ends a turn: a quick answer's one post (no working reaction under a second),
+# or a streamed answer's stop. (A slower answer's reaction removal follows right after it.)
+_FINAL_METHODS = ("chat.postMessage", "chat.stopStream")
+
+
 async def _wait_done(
     http: aiohttp.ClientSession,
     url: str,
@@ -402,7 +408,7 @@ async def _wait_done(
     timeout: float,
     seen: list[dict[str, Any]],
 ) -> list[dict[str, Any]]:
-    """Poll FakeSlack (new calls only) until every channel's turn cleared its working reaction."""
+    """Poll FakeSlack (new calls only) until every channel's turn posted its final reply."""
 
     async def fetch() -> None:
         async with http.get(url, params={"since": str(len(seen))}) as resp:
@@ -412,7 +418,7 @@ async def _wait_done(
     while True:
         await asyncio.sleep(0.5)
         await fetch()
-        done = {c["channel"] for c in seen if c["method"] == "reactions.remove"}
+        done = {c["channel"] for c in seen if c["method"] in _FINAL_METHODS}
         if channels <= done or time.monotonic() > deadline:
             await asyncio.sleep(0.5)  # let any (wrong) duplicate answers arrive too
             await fetch()
@@ -449,7 +455,7 @@ def _report(
             duplicated += 1
         first_call.append(mine[0]["at"] - sent)
         first_reply.append(replies[0]["at"] - sent - args.model_latency)
-        finished.extend(c["at"] for c in mine if c["method"] == "reactions.remove")
+        finished.extend(c["at"] for c in mine if c["method"] in _FINAL_METHODS)
     elapsed = (max(finished) if finished else time.monotonic()) - started
     ms = 1000.0
     print(

@@ -5,6 +5,9 @@ library's own request building, retries and response parsing. It records every c
 messages the bot posted (including streamed ones) so tests can read the final text, can inject
 429s with Retry-After, plays Slack's side of OAuth (oauth.v2.access) and of Socket Mode
 (apps.connections.open plus a WebSocket that delivers envelopes and collects acks).
+
+Like Slack it can also enforce per-method rate limits per workspace (`rate_limit`: a 60-second
+window, then 429 with Retry-After until the oldest call leaves it).
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,12 +122,15 @@ class FakeSlack:
     hosted_files: dict[str, tuple[bytes, str]] = field(default_factory=dict)
     file_downloads: list[tuple[str, str | None]] = field(default_factory=list)  # (id, token)
     files_read_scope: bool = True  # False: like an app installed without files:read
+    rate_limited: list[Call] = field(default_factory=list)  # calls answered 429 by `rate_limit`
 
     def __post_init__(self) -> None:
         self.tokens.setdefault(
             self.bot_token, Identity(self.team_id, self.bot_user_id, self.bot_id)
         )
         self._failures: dict[str, list[_Failure]] = {}
+        self._limits: dict[str, int] = {}  # method -> calls per 60 s per workspace
+        self._windows: dict[tuple[str, str], deque[float]] = {}
         self._ts = itertools.count(1)
         self._server: TestServer | None = None
         self._sockets: list[web.WebSocketResponse] = []
@@ -173,6 +181,12 @@ class FakeSlack:
             "is_enterprise_install": False,
         }
         self.tokens[bot_token] = Identity(team_id, bot_user_id, bot_id)
+
+    def rate_limit(self, method: str, per_minute: int) -> None:
+        """Enforce Slack's per-method limit: at most `per_minute` accepted calls of `method` per
+        workspace in any 60 seconds; others get 429 with Retry-After (seconds until the oldest
+        accepted call leaves the window, rounded up)."""
+        self._limits[method] = per_minute
 
     def seed_message(
         self, channel: str, ts: str, *, user: str, text: str = "", thread_ts: str | None = None
@@ -350,8 +364,27 @@ class FakeSlack:
         identity = self.tokens.get(token or "")
         if identity is None:
             return web.json_response({"ok": False, "error": "invalid_auth"})
+        limited = self._over_limit(method, identity.team_id, call)
+        if limited is not None:
+            return limited
         result = handler(args, identity)
         return web.json_response(result)
+
+    def _over_limit(self, method: str, team_id: str, call: Call) -> web.Response | None:
+        limit = self._limits.get(method)
+        if limit is None:
+            return None
+        window = self._windows.setdefault((method, team_id), deque())
+        while window and window[0] <= call.at - 60.0:
+            window.popleft()
+        if len(window) < limit:
+            window.append(call.at)
+            return None
+        self.rate_limited.append(call)
+        wait = max(1, math.ceil(window[0] + 60.0 - call.at))
+        return web.json_response(
+            {"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": str(wait)}
+        )
 
     async def _dump_calls(self, request: web.Request) -> web.Response:
         """Recorded calls from index `since` on (for benchmarks running the fake elsewhere)."""
