@@ -29,8 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import slack_output
-from bench.report import NO_TARGET, Figure, fmt_measured, fmt_met, table
+from bench.report import NO_TARGET, fmt_measured, fmt_met, table
 from tests.support.shared_data import find_shared_data
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,9 +63,8 @@ class Bench:
     quick: tuple[str, ...] = ()  # extra arguments under --quick (smaller sizes)
     timeout: float = 300.0
     needs: Callable[[], str | None] = lambda: None  # why it cannot run here, or None
-    requires_flags: tuple[str, ...] = ()  # options the bench must offer (checked with --help)
-    # For a bench without --json: figures read from its stdout instead.
-    parse_stdout: Callable[[str], list[Figure]] | None = None
+    # Options a bench owned elsewhere must offer (checked with --help; missing: skipped).
+    requires_flags: tuple[str, ...] = ()
     about: str = ""
 
 
@@ -83,7 +81,7 @@ def _locomo(name: str, embedder: str, timeout: float, needs: Callable[[], str | 
 
 
 def _slack(replicas: int) -> Bench:
-    flags = ("--replicas",) if replicas > 1 else ()
+    flags = ("--json", "--replicas") if replicas > 1 else ("--json",)
     args = ("--replicas", str(replicas)) if replicas > 1 else ()
     return Bench(
         "slack" if replicas == 1 else f"slack-{replicas}-replicas",
@@ -92,7 +90,6 @@ def _slack(replicas: int) -> Bench:
         ("-n", "200"),
         900.0,
         requires_flags=flags,
-        parse_stdout=slack_output.figures,
         about=f"Slack: 1,000 signed mentions, 50 concurrent, model 200 ms, {replicas} replica(s)",
     )
 
@@ -243,8 +240,7 @@ def run_bench(bench: Bench, *, quick: bool, logs: Path, timeout: float | None = 
     why = bench.needs()
     if why:
         return Outcome(bench.name, "skipped", why)
-    helptext = None
-    if bench.requires_flags or bench.parse_stdout is not None:
+    if bench.requires_flags:
         try:
             helptext = _help_text(bench)
         except subprocess.TimeoutExpired:
@@ -254,10 +250,8 @@ def run_bench(bench: Bench, *, quick: bool, logs: Path, timeout: float | None = 
             return Outcome(bench.name, "skipped", f"{bench.module} has no {', '.join(absent)} yet")
     json_path = logs / f"{bench.name}.json"
     json_path.unlink(missing_ok=True)
-    has_json = helptext is None or "--json" in helptext
     command = [sys.executable, "-m", bench.module, *bench.args, *(bench.quick if quick else ())]
-    if has_json:
-        command += ["--json", str(json_path)]
+    command += ["--json", str(json_path)]
     log = logs / f"{bench.name}.log"
     limit = timeout if timeout is not None else bench.timeout
     out = Outcome(bench.name, "ok", command=command, log=str(log))
@@ -285,12 +279,7 @@ def run_bench(bench: Bench, *, quick: bool, logs: Path, timeout: float | None = 
             raise
     out.seconds = time.monotonic() - started
     try:
-        if has_json:
-            out.figures = _valid_figures(json.loads(json_path.read_text()))
-        elif bench.parse_stdout is not None:
-            found = bench.parse_stdout(log.read_text(errors="replace"))
-            out.figures = [f.as_dict() for f in found]
-            out.reason = f"{bench.module} has no --json yet: figures read from its output"
+        out.figures = _valid_figures(json.loads(json_path.read_text()))
     except FileNotFoundError:
         out.status = "failed"
         out.reason = f"exit code {out.exit_code}, no JSON written: {_tail(log)}"

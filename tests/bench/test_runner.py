@@ -1,5 +1,5 @@
 """`python -m bench`: one cheap bench end to end, and the runner's handling of benches that crash,
-hang, write nothing, lack a flag or lack `--json`. The misbehaving benches are tiny real modules
+hang, write bad JSON, exit non-zero, or lack a flag. The misbehaving benches are tiny real modules
 written here and run as real subprocesses; no expensive bench runs in CI."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from bench.runner import Bench, run_bench
-from bench.slack_output import figures as slack_figures
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURE_KEYS = {"figure", "target", "measured", "unit", "met"}
@@ -164,43 +163,3 @@ def test_what_this_machine_lacks_is_skipped_with_the_reason(fakes: Path, tmp_pat
     )
     assert flag.status == "skipped" and "--replicas" in flag.reason
     assert not ran.exists()  # only --help was asked of it
-
-
-SLACK_REPORT = """\
-Slack adapter bench: mode=turns, core=real, N=200 mentions (+20 retries), 50 concurrent, \
-model 200 ms
-  throughput               71.3 events/s (2.80 s)
-  ack (driver-observed) p50    3.1 ms   p99   41.0 ms   max   60.2 ms   non-200: 0
-  event->first API call p50   12.0 ms   p99   90.5 ms
-  event->reply - model  p50   61.5 ms   p99  300.2 ms   (mean 80.1 ms)
-  bot memory            RSS after warm-up 120.0 MiB, peak 150.5 MiB
-  answered once         199/200   lost 1   answered twice 0
-  target (ack p99 < 50 ms, none lost or doubled): NOT MET
-  ack inside the bot    p50 <= 5 ms   p99 <= 50 ms (bot_ack_latency_seconds histogram buckets)
-  CPU during the run    bot 1.60 s, fakes 0.90 s, driver 0.40 s on 2 CPUs (800 Web API \
-calls recorded)
-"""
-
-
-def test_a_bench_without_json_has_its_printed_figures_read(fakes: Path, tmp_path: Path) -> None:
-    _module(
-        fakes,
-        "oldslack",
-        f"""
-        import argparse
-        argparse.ArgumentParser().parse_args()
-        print({SLACK_REPORT!r})
-        """,
-    )
-    out = run_bench(
-        Bench("oldslack", "oldslack", parse_stdout=slack_figures),
-        quick=False,
-        logs=_logs(tmp_path),
-    )
-    assert out.status == "ok" and "no --json" in out.reason
-    got = {f["figure"]: (f["measured"], f["met"]) for f in out.figures}
-    assert got["events answered exactly once"] == ("199/200", False)
-    assert got["ack p99 (driver-observed)"] == (41.0, True)
-    assert got["bot CPU per answered mention"] == (8.0, False)  # 1.60 s / 200
-    assert got["event → reply − model p50"] == (61.5, False)
-    assert got["throughput"] == (71.3, None)
