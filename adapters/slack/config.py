@@ -89,6 +89,10 @@ class SlackConfig:
     # reaction's / status's clean-up.
     final_wait_seconds: float = 30.0
     cleanup_wait_seconds: float = 5.0
+    # OAuth installations with token rotation (tokens live 12 hours) are rotated this long
+    # before they expire: longer than a turn (BOT_TURN_TIMEOUT) plus the inbox's queueing.
+    token_rotation_minutes: int = 15
+    token_rotation_wait_seconds: float = 2.0
     command_inline_seconds: float = 2.0
     # HTTP intake: body cap (Slack's own payloads are far smaller), time to receive a body,
     # and time a connection may stay without a complete request head (slowloris).
@@ -116,6 +120,12 @@ class SlackConfig:
         if not self.oauth_enabled and not self.bot_token:
             raise SlackConfigError(
                 "SLACK_BOT_TOKEN is required (or SLACK_CLIENT_ID/SLACK_CLIENT_SECRET for OAuth)"
+            )
+        if self.bot_token and not self.oauth_enabled and self.bot_token.startswith("xoxe."):
+            raise SlackConfigError(
+                "SLACK_BOT_TOKEN is a rotating token (xoxe.…, it expires in 12 hours): turn "
+                "token rotation off for a single-workspace app, or install with "
+                "SLACK_CLIENT_ID/SLACK_CLIENT_SECRET (OAuth installations are rotated)"
             )
         if self.bot_token and not self.oauth_enabled and not self.bot_token.startswith("xoxb-"):
             raise SlackConfigError("SLACK_BOT_TOKEN must be a bot token starting with xoxb-")
