@@ -5,9 +5,9 @@ that changes something, the first result is stored under
 `sha256(session_id, tool name, canonical JSON of the validated arguments)` for a window and
 replayed instead of acting again. While a call runs its key holds a "started" marker: a
 process that finds one (the first died mid-call, and its turn is being re-run elsewhere) reports
-the outcome unknown instead of acting a second time. Storage is the `IdempotencyCache` protocol, which the bot's
-Redis/in-process `Cache` satisfies as-is; this package does not import the bot. A per-key
-asyncio lock (`tools.keylocks`) keeps two identical calls in flight in this process from both
+the outcome unknown instead of acting a second time. Storage is the `IdempotencyCache`
+protocol, which the bot's Redis/in-process `Cache` satisfies as-is; this package does not import
+the bot. A per-key asyncio lock (`tools.keylocks`) keeps two identical calls in flight in this process from both
 acting.
 """
 
