@@ -7,8 +7,8 @@ replayed instead of acting again. While a call runs its key holds a "started" ma
 process that finds one (the first died mid-call, and its turn is being re-run elsewhere) reports
 the outcome unknown instead of acting a second time. Storage is the `IdempotencyCache`
 protocol, which the bot's Redis/in-process `Cache` satisfies as-is; this package does not import
-the bot. A per-key asyncio lock (`tools.keylocks`) keeps two identical calls in flight in this process from both
-acting.
+the bot. A per-key asyncio lock (`tools.keylocks`) keeps two identical calls in flight in this
+process from both acting.
 """
 
 from __future__ import annotations
