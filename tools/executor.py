@@ -335,9 +335,7 @@ class ToolExecutor:
             if isinstance(cached, dict) and cached.get("started"):
                 # Begun by a process that died before it recorded the outcome (the turn is
                 # being re-run): it may have acted, so it is not run again.
-                logger.warning(
-                    "write tool outcome unknown", extra={"fields": {"tool": tool.name}}
-                )
+                logger.warning("write tool outcome unknown", extra={"fields": {"tool": tool.name}})
                 return _fail(
                     "transient_error",
                     f"An earlier attempt at {tool.name} with these arguments was interrupted "
