@@ -101,9 +101,9 @@ async def test_a_reply_posted_but_not_noted_before_the_crash_is_found_and_update
     app = await make_app(**shared(redis_url, redis_prefix, bot_inbox_claim_seconds=0.5))
     slack = await start_harness(app)
     await app.stop_inbox(0)
-    ts = await slack.dm("what's the weather?")
+    await slack.dm("what's the weather?")
     assert app.inbox is not None
-    (entry,) = await app.inbox.take(KIND, "elsewhere:1:dead", count=1, wait=2.0)
+    assert await app.inbox.take(KIND, "elsewhere:1:dead", count=1, wait=2.0)  # then it died
     first_try = AsyncWebClient(token=slack.fake.bot_token, base_url=slack.fake.api_url)
     resp = await first_try.chat_postMessage(channel="D1", text="Let me ch")
     posted = str(resp["ts"])
