@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+import aiohttp
 import openai
 
 from tools.types import ToolCallRequest
@@ -132,6 +133,7 @@ class ModelClient:
             base_url=self.base_url,
             timeout=openai.Timeout(timeout, connect=min(timeout, 10.0)),
             max_retries=max_retries,
+            http_client=_aiohttp_client(),
         )
         # OpenAI's own endpoint wants `max_completion_tokens` (newer models reject `max_tokens`);
         # compatible servers broadly understand only the older `max_tokens`.
@@ -353,7 +355,10 @@ class ModelClient:
         kind: ModelErrorKind
         if isinstance(exc, ModelError):
             return exc
-        if isinstance(exc, openai.APITimeoutError):
+        transport = _transport_kind(exc) if isinstance(exc, openai.APIConnectionError) else None
+        if transport is not None:
+            kind = transport
+        elif isinstance(exc, openai.APITimeoutError):
             kind = "timeout"
         elif isinstance(exc, openai.APIConnectionError):
             kind = "connection"
@@ -495,6 +500,38 @@ class _StreamAccumulator:
             usage=self.usage,
             model=self.model or fallback_model,
         )
+
+
+def _aiohttp_client() -> Any:
+    """The SDK's own aiohttp transport (`openai[aiohttp]`), or None for its httpx default.
+
+    Why: the default httpx transport probes every pooled connection's socket on each send and
+    release; under 50 concurrent turns that was a third of the bot's CPU, and the aiohttp one
+    measured 2.4 ms less per turn (notes in README, Benchmarks). Same SDK request path: auth,
+    retries with backoff and Retry-After, error types and SSE parsing stay the SDK's.
+    """
+    try:
+        return openai.DefaultAioHttpClient()
+    except (AttributeError, RuntimeError):  # an SDK without it, or the extra not installed
+        return None
+
+
+def _transport_kind(exc: BaseException) -> ModelErrorKind | None:
+    """The kind an aiohttp failure really is, read from the exception's causes.
+
+    The SDK's aiohttp adapter maps every `aiohttp.ClientConnectionError` (refused, reset,
+    server disconnected) to an httpx *timeout*, so `APITimeoutError` alone would call a
+    refused connection a timeout. None: no aiohttp error in the chain (httpx transport)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, aiohttp.ServerTimeoutError | TimeoutError):
+            return "timeout"  # no answer within the connect or read timeout
+        if isinstance(cause, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError):
+            return "connection"  # refused, reset, dropped, or a body cut short
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _usage(raw: Any) -> Usage | None:

@@ -2,7 +2,8 @@
 
 The Web API client honours SLACK_API_URL, retries rate-limited calls per Retry-After, and
 shares one aiohttp session (Bolt makes a client per request; without a shared session every
-call would open a new connection).
+call would open a new connection). With OAuth, installations with token rotation are rotated
+by the authorizer (`TokenRotation`, over the same client).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
 )
+from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.common.logs import emit
@@ -29,6 +31,7 @@ from adapters.slack.oauth import (
     SlackInstallationStorage,
     StorageInstallationStore,
     StorageOAuthStateStore,
+    TokenRotation,
 )
 from bot.core import BotCore
 
@@ -85,7 +88,18 @@ class SlackRuntime:
                 state_store=StorageOAuthStateStore(storage),
                 logger=_LOG,
             )
-            authorize = InstallationAuthorize(self.installation_store)
+            rotator = AsyncTokenRotator(
+                client_id=str(config.client_id),
+                client_secret=str(config.client_secret),
+                client=self.client,
+            )
+            rotation = TokenRotation(
+                self.installation_store,
+                rotator,
+                minutes_before_expiry=config.token_rotation_minutes,
+                wait_seconds=config.token_rotation_wait_seconds,
+            )
+            authorize = InstallationAuthorize(self.installation_store, rotation)
         else:
             self.single_team = SingleTeamAuthorize(str(config.bot_token), self.client)
             authorize = self.single_team

@@ -8,7 +8,10 @@ and reused without the whole settings model.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
+
+from adapters.slack.budget import DEFAULT_PER_MINUTE
 
 DEFAULT_API_URL = "https://slack.com/api/"
 
@@ -71,10 +74,25 @@ class SlackConfig:
     stream_limit: int = 12000
     file_threshold: int = 12000
     working_reaction: str = "eyes"
+    # The working reaction shows only on answers slower than this (a timer started by
+    # working(), cancelled by a quicker answer): a quick answer is one Web API call, not three.
+    # 0 adds it at once.
+    working_reaction_delay: float = 1.0
     thinking_status: str = "is thinking..."
     suggested_prompts: tuple[tuple[str, str], ...] = DEFAULT_PROMPTS
     max_concurrent_turns: int = 256
     rate_limit_retries: int = 3
+    # Per-team, per-method budget of the reply's progress calls, in calls a minute (Slack's
+    # documented tier floors; see adapters/slack/budget.py). Progress over it is skipped.
+    progress_per_minute: tuple[tuple[str, float], ...] = tuple(DEFAULT_PER_MINUTE.items())
+    # How long a final reply call may wait out Slack's Retry-After (in all), and the working
+    # reaction's / status's clean-up.
+    final_wait_seconds: float = 30.0
+    cleanup_wait_seconds: float = 5.0
+    # OAuth installations with token rotation (tokens live 12 hours) are rotated this long
+    # before they expire: longer than a turn (BOT_TURN_TIMEOUT) plus the inbox's queueing.
+    token_rotation_minutes: int = 15
+    token_rotation_wait_seconds: float = 2.0
     command_inline_seconds: float = 2.0
     # HTTP intake: body cap (Slack's own payloads are far smaller), time to receive a body,
     # and time a connection may stay without a complete request head (slowloris).
@@ -103,10 +121,21 @@ class SlackConfig:
             raise SlackConfigError(
                 "SLACK_BOT_TOKEN is required (or SLACK_CLIENT_ID/SLACK_CLIENT_SECRET for OAuth)"
             )
+        if self.bot_token and not self.oauth_enabled and self.bot_token.startswith("xoxe."):
+            raise SlackConfigError(
+                "SLACK_BOT_TOKEN is a rotating token (xoxe.…, it expires in 12 hours): turn "
+                "token rotation off for a single-workspace app, or install with "
+                "SLACK_CLIENT_ID/SLACK_CLIENT_SECRET (OAuth installations are rotated)"
+            )
         if self.bot_token and not self.oauth_enabled and not self.bot_token.startswith("xoxb-"):
             raise SlackConfigError("SLACK_BOT_TOKEN must be a bot token starting with xoxb-")
         if not self.api_url.startswith(("http://", "https://")):
             raise SlackConfigError("SLACK_API_URL must be an http(s) URL")
+
+    @cached_property
+    def progress_rates(self) -> dict[str, float]:
+        """`progress_per_minute` as a mapping (built once per config)."""
+        return dict(self.progress_per_minute)
 
     @property
     def base_url(self) -> str:

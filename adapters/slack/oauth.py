@@ -8,6 +8,16 @@ Authorization runs on every incoming request before the 3-second ack, so it must
 `InstallationAuthorize` builds the AuthorizeResult from the stored bot record (which carries the
 bot user id and bot id) behind a short in-process cache; `SingleTeamAuthorize` calls auth.test
 once per process for the single-workspace token.
+
+The one exception is token rotation (an app with it turned on gets bot tokens that expire in 12
+hours, plus a refresh token): as Bolt's own `AsyncInstallationStoreAuthorize` does, a token that
+expires within `token_rotation_minutes` is traded with slack_sdk's `AsyncTokenRotator`
+(oauth.v2.access, grant_type=refresh_token) and the new pair saved through the installation
+store (sealed like every document when BOT_SECRET_KEY is set). Unlike Bolt's, `TokenRotation`
+does it once per team however many events arrive meanwhile, waits for it at most
+`token_rotation_wait_seconds` on the ack path (a still-valid old token is used meanwhile), and
+when the refresh token turns out used (another process rotated first: they are single-use)
+reads the pair that process saved instead of giving up.
 """
 
 from __future__ import annotations
@@ -20,20 +30,32 @@ from logging import Logger
 from typing import Any, Protocol
 
 from cachetools import TTLCache
+from prometheus_client import Counter
 from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.authorization.async_authorize import AsyncAuthorize
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_sdk.errors import SlackTokenRotationError
 from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
 from slack_sdk.oauth.installation_store.models.bot import Bot
 from slack_sdk.oauth.installation_store.models.installation import Installation
 from slack_sdk.oauth.state_store.async_state_store import AsyncOAuthStateStore
+from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.common.logs import emit
-from adapters.slack.errors import api_failed
+from adapters.slack.errors import api_failed, error_code
+from bot import metrics
 
 _LOG = logging.getLogger(__name__)
 NONE = "-"  # stands for an absent enterprise or team id in keys
+
+ROTATIONS = Counter(
+    "bot_slack_token_rotations_total",
+    "Slack bot token rotations, by outcome (rotated | rotated_elsewhere: another process "
+    "had traded the refresh token | failed | save_failed).",
+    ["outcome"],
+    registry=metrics.REGISTRY,
+)
 
 
 class SlackInstallationStorage(Protocol):
@@ -140,9 +162,11 @@ class StorageInstallationStore(AsyncInstallationStore):
         enterprise_id: str | None,
         team_id: str | None,
         is_enterprise_install: bool | None = False,
+        fresh: bool = False,
     ) -> Bot | None:
+        """The team's bot record; `fresh` skips this process's cache (another may have saved)."""
         key = _ids(enterprise_id, team_id, is_enterprise_install)
-        cached = self._bots.get(key)
+        cached = None if fresh else self._bots.get(key)
         if cached is not None:
             return cached
         doc = await self._storage.get_doc(key[0], key[1], "bot")
@@ -172,11 +196,13 @@ class StorageInstallationStore(AsyncInstallationStore):
             is_enterprise_install=is_enterprise_install,
         )
         if bot is not None and installation.bot_token != bot.bot_token:
-            # An older installer record: the bot token of the latest install is the valid one.
+            # An older installer record (or a rotated token): the bot record's is the valid one.
             installation.bot_id = bot.bot_id
             installation.bot_user_id = bot.bot_user_id
             installation.bot_token = bot.bot_token
             installation.bot_scopes = bot.bot_scopes
+            installation.bot_refresh_token = bot.bot_refresh_token
+            installation.bot_token_expires_at = bot.bot_token_expires_at
         return installation
 
     async def async_delete_bot(self, *, enterprise_id: str | None, team_id: str | None) -> None:
@@ -225,11 +251,142 @@ class StorageOAuthStateStore(AsyncOAuthStateStore):
         return bool(state) and await self._storage.consume_oauth_state(state)
 
 
-class InstallationAuthorize(AsyncAuthorize):
-    """Authorize from the stored bot record: no Web API call on the ack path."""
+def _expires_within(bot: Bot, seconds: float) -> bool:
+    expires_at = bot.bot_token_expires_at
+    return expires_at is not None and expires_at <= time.time() + seconds
 
-    def __init__(self, store: StorageInstallationStore) -> None:
+
+class TokenRotation:
+    """Rotates expiring bot tokens, once per team and refresh token (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: StorageInstallationStore,
+        rotator: AsyncTokenRotator,
+        *,
+        minutes_before_expiry: int = 15,
+        wait_seconds: float = 2.0,
+    ) -> None:
         self._store = store
+        self._rotator = rotator
+        self._minutes = minutes_before_expiry
+        self._wait = wait_seconds
+        self._inflight: dict[tuple[str, str], asyncio.Task[Bot | None]] = {}
+        # (enterprise, team, the refresh token traded) -> the new record: an event that read
+        # the old record before the rotation finished gets the new one, not a second trade.
+        self._done: TTLCache[tuple[str, str, str], Bot] = TTLCache(10_000, 300.0)
+        self._unsaved: dict[tuple[str, str], Bot] = {}  # rotated, but the store failed
+        # A refused trade is not tried again for a minute (not once per event meanwhile).
+        self._failed: TTLCache[tuple[str, str, str], bool] = TTLCache(10_000, 60.0)
+
+    async def fresh(self, bot: Bot) -> Bot | None:
+        """`bot`, or its rotated successor when its token expires soon; None: no valid token."""
+        key = _ids(bot.enterprise_id, bot.team_id, bot.is_enterprise_install)
+        unsaved = self._unsaved.get(key)
+        if unsaved is not None:
+            await self._save(key, unsaved)
+            return unsaved
+        if not bot.bot_refresh_token or not _expires_within(bot, self._minutes * 60):
+            return bot
+        done = self._done.get((*key, bot.bot_refresh_token))
+        if done is not None:
+            return done
+        if (*key, bot.bot_refresh_token) in self._failed:
+            return None if _expires_within(bot, 0) else bot
+        task = self._inflight.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._rotate(key, bot))
+            self._inflight[key] = task
+            task.add_done_callback(lambda _t: self._inflight.pop(key, None))
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), self._wait)
+        except TimeoutError:
+            emit(_LOG, "slack_token_rotation_slow", logging.WARNING, team=key[1])
+            return None if _expires_within(bot, 0) else bot
+
+    async def _rotate(self, key: tuple[str, str], bot: Bot) -> Bot | None:
+        old = str(bot.bot_refresh_token)
+        try:
+            rotated = await self._rotator.perform_bot_token_rotation(
+                bot=bot, minutes_before_expiration=self._minutes
+            )
+        except Exception as exc:
+            cause = exc.api_error if isinstance(exc, SlackTokenRotationError) else exc
+            return await self._after_failure(key, bot, error_code(cause))
+        if rotated is None:  # not a bot token in the answer, or not expiring after all
+            return bot
+        self._done[(*key, old)] = rotated
+        await self._save(key, rotated)
+        ROTATIONS.labels("rotated").inc()
+        emit(
+            _LOG,
+            "slack_token_rotated",
+            enterprise=key[0],
+            team=key[1],
+            expires_in=int((rotated.bot_token_expires_at or 0) - time.time()),
+        )
+        return rotated
+
+    async def _after_failure(self, key: tuple[str, str], bot: Bot, code: str) -> Bot | None:
+        """A used refresh token means another process rotated first: take what it saved."""
+        try:
+            stored = await self._store.async_find_bot(
+                enterprise_id=bot.enterprise_id,
+                team_id=bot.team_id,
+                is_enterprise_install=bot.is_enterprise_install,
+                fresh=True,
+            )
+        except Exception:
+            stored = None
+        if (
+            stored is not None
+            and stored.bot_token
+            and stored.bot_refresh_token != bot.bot_refresh_token
+            and not _expires_within(stored, 0)
+        ):
+            ROTATIONS.labels("rotated_elsewhere").inc()
+            emit(_LOG, "slack_token_rotated_elsewhere", enterprise=key[0], team=key[1])
+            return stored
+        self._failed[(*key, str(bot.bot_refresh_token))] = True
+        ROTATIONS.labels("failed").inc()
+        emit(
+            _LOG,
+            "slack_token_rotation_failed",
+            logging.ERROR,
+            enterprise=key[0],
+            team=key[1],
+            error=code,
+        )
+        return None if _expires_within(bot, 0) else bot  # the old token while it lasts
+
+    async def _save(self, key: tuple[str, str], bot: Bot) -> None:
+        """Store the new pair; kept in memory and saved again on the next event if that fails
+        (the old refresh token is spent: losing the new one would lose the installation)."""
+        try:
+            await self._store.async_save_bot(bot)
+        except Exception as exc:
+            self._unsaved[key] = bot
+            ROTATIONS.labels("save_failed").inc()
+            emit(
+                _LOG,
+                "slack_token_save_failed",
+                logging.ERROR,
+                team=key[1],
+                error=type(exc).__name__,
+            )
+        else:
+            self._unsaved.pop(key, None)
+
+
+class InstallationAuthorize(AsyncAuthorize):
+    """Authorize from the stored bot record: no Web API call on the ack path, except to rotate
+    a token about to expire (`rotation`)."""
+
+    def __init__(
+        self, store: StorageInstallationStore, rotation: TokenRotation | None = None
+    ) -> None:
+        self._store = store
+        self._rotation = rotation
 
     async def __call__(
         self,
@@ -256,6 +413,11 @@ class InstallationAuthorize(AsyncAuthorize):
                 team=team_id,
             )
             return None
+        if bot.bot_refresh_token and self._rotation is not None:
+            fresh = await self._rotation.fresh(bot)
+            if fresh is None:
+                return None
+            bot = fresh
         return AuthorizeResult(
             enterprise_id=bot.enterprise_id,
             team_id=bot.team_id or team_id,

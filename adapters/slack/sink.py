@@ -1,24 +1,35 @@
 """The ReplySink that renders one turn's answer in Slack.
 
-- `working()`: a status in assistant threads (assistant.threads.setStatus), else a reaction on
-  the person's message; cleared after the answer, also when the turn failed.
-- `delta()`: streamed with chat.startStream/appendStream/stopStream (slack_sdk's `chat_stream`)
-  where a thread allows it, else post-then-chat.update. A background flusher sends progress at a
-  bounded rate, so a slow or rate-limited Slack never stalls the model stream.
-- `finish()`: the final text is what counts. It replaces any streamed preview that differs,
+- `working()`: a status in assistant threads (assistant.threads.setStatus, at once), else a
+  reaction on the person's message, added only if the answer is not done within
+  `working_reaction_delay` (a timer; a quick answer costs one Web API call, the reply); whatever
+  was shown is cleared after the answer, also when the turn failed.
+- `delta()`: streamed with chat.startStream/appendStream/stopStream where a thread allows it,
+  else post-then-chat.update. A background flusher sends progress at a bounded rate, and only
+  within the team's Web API budget (`adapters.slack.budget`): a spent budget or a 429 skips the
+  update (the text goes out with the next one or with the final), so a slow or rate-limited
+  Slack never stalls the model stream or the flusher.
+- `finish()`: the final text is what counts and always goes out: its calls may wait out a known
+  Retry-After (bounded by `final_wait_seconds`). It replaces any streamed preview that differs,
   is split under Slack's message size, and very long answers go out as a Markdown file.
+
+Every call goes through a copy of the client without slack_sdk's rate-limit retry handler, so a
+429 comes back here at once and this sink decides: skip (progress) or wait, bounded (final).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from slack_sdk.web.async_chat_stream import AsyncChatStream
+from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from adapters.common.logs import emit
+from adapters.slack.budget import WebApiBudget, retry_after
 from adapters.slack.config import SlackConfig
 from adapters.slack.errors import api_failed
 from adapters.slack.mrkdwn import markdown_to_mrkdwn, split_message, truncate
@@ -54,10 +65,17 @@ class ReplyTarget:
 
 @dataclass
 class Capabilities:
-    """Per-process memory of teams where streaming / assistant APIs turned out unavailable."""
+    """Per-process memory of what Slack allows each team: streaming / assistant APIs that turned
+    out unavailable, and the Web API budget of progress calls (per team and method)."""
 
     no_stream: set[str] = field(default_factory=set)
     no_assistant: set[str] = field(default_factory=set)
+    budget: WebApiBudget = field(default_factory=WebApiBudget)
+
+
+_Send = Callable[[], Awaitable[AsyncSlackResponse]]
+# Connection errors are retried once (as the shared client does); 429s come back at once.
+_RETRY_HANDLERS = [AsyncConnectionErrorRetryHandler(max_retry_count=1)]
 
 
 class SlackReplySink:
@@ -69,18 +87,33 @@ class SlackReplySink:
         caps: Capabilities,
     ) -> None:
         self._client = client
+        self._api = AsyncWebClient(
+            token=client.token,
+            base_url=client.base_url,
+            timeout=client.timeout,
+            ssl=client.ssl,
+            proxy=client.proxy,
+            session=client.session,
+            trust_env_in_session=client.trust_env_in_session,
+            headers=dict(client.headers),
+            team_id=client.default_params.get("team_id"),
+            retry_handlers=list(_RETRY_HANDLERS),
+        )
         self._target = target
         self._config = config
         self._caps = caps
+        self._budget = caps.budget
+        self._rates = config.progress_rates
         self._parts: list[str] = []  # deltas; joined lazily (many tiny deltas, long answers)
         self._joined = ""
         self._length = 0
         self._sent = 0
         self._mode: str | None = None  # "stream" | "update" | "stalled"
-        self._stream: AsyncChatStream | None = None
         self._stream_ts: str | None = None
         self._posted_ts: str | None = None
         self._shown: str | None = None  # "status" | "reaction"
+        self._react_timer: asyncio.TimerHandle | None = None
+        self._react_task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
@@ -106,24 +139,27 @@ class SlackReplySink:
         t = self._target
         if t.assistant_thread and t.thread_ts and t.team not in self._caps.no_assistant:
             try:
-                await self._client.assistant_threads_setStatus(
-                    channel_id=t.channel, thread_ts=t.thread_ts, status=self._config.thinking_status
+                shown = await self._optional(
+                    "assistant.threads.setStatus",
+                    lambda: self._api.assistant_threads_setStatus(
+                        channel_id=t.channel,
+                        thread_ts=str(t.thread_ts),
+                        status=self._config.thinking_status,
+                    ),
                 )
-                self._shown = "status"
+                self._shown = "status" if shown is not None else None
                 return
             except Exception as exc:
                 if api_failed(_LOG, "assistant.threads.setStatus", exc) in _UNSUPPORTED:
                     self._caps.no_assistant.add(t.team)
-        if not self._config.working_reaction:
+        if not self._config.working_reaction or self._finished:
             return
-        try:
-            await self._client.reactions_add(
-                channel=t.channel, timestamp=t.message_ts, name=self._config.working_reaction
-            )
-            self._shown = "reaction"
-        except Exception as exc:
-            if api_failed(_LOG, "reactions.add", exc) == "already_reacted":
-                self._shown = "reaction"
+        delay = self._config.working_reaction_delay
+        if delay <= 0:
+            await self._add_reaction()
+        elif self._react_timer is None:
+            # Only answers slower than `delay` get the reaction (finish() cancels the timer).
+            self._react_timer = asyncio.get_running_loop().call_later(delay, self._react_now)
 
     async def delta(self, text: str) -> None:
         if self._finished or not text:
@@ -139,6 +175,8 @@ class SlackReplySink:
         if self._finished:
             return
         self._finished = True
+        if self._react_timer is not None:
+            self._react_timer.cancel()  # answered first: no reaction (one already added stays)
         await self._stop_flusher()
         final = text if text.strip() else EMPTY_ANSWER
         try:
@@ -157,6 +195,50 @@ class SlackReplySink:
             parts=len(self.posted),
             error=error,
         )
+
+    # -- Web API calls: optional (progress) and required (final) -----------------------------
+
+    async def _optional(self, method: str, send: _Send) -> AsyncSlackResponse | None:
+        """A progress call: made only within the team's budget for `method`, never waiting.
+
+        None when it was skipped (budget spent, or within a 429's Retry-After, which a 429 here
+        starts); other Web API errors are raised for the caller to read.
+        """
+        if not await self._budget.try_spend(self._target.team, method, self._rates.get(method)):
+            return None
+        try:
+            return await send()
+        except Exception as exc:
+            wait = retry_after(exc)
+            if wait is None:
+                raise
+            self._budget.rate_limited(self._target.team, method, wait)
+            api_failed(_LOG, method, exc, channel=self._target.channel, retry_after=wait)
+            return None
+
+    async def _required(self, method: str, send: _Send, *, bound: float) -> AsyncSlackResponse:
+        """A call that must go out: counted in the budget, never refused by it; waits out a
+        Retry-After (known before, or from a 429 now) while that fits in `bound` seconds in all
+        and `rate_limit_retries` allows. When it does not, it is tried at once / raised."""
+        team, loop = self._target.team, asyncio.get_running_loop()
+        deadline = loop.time() + bound
+        attempt = 0
+        while True:
+            wait = self._budget.blocked_for(team, method)
+            if 0 < wait <= deadline - loop.time():
+                await asyncio.sleep(wait)
+            await self._budget.spend(team, method, self._rates.get(method))
+            try:
+                return await send()
+            except Exception as exc:
+                asked = retry_after(exc)
+                if asked is None:
+                    raise
+                self._budget.rate_limited(team, method, asked)  # progress skips it meanwhile
+                if attempt >= self._config.rate_limit_retries or asked > deadline - loop.time():
+                    raise
+                api_failed(_LOG, method, exc, channel=self._target.channel, retry_after=asked)
+                attempt += 1
 
     # -- progress ----------------------------------------------------------------------------
 
@@ -198,7 +280,7 @@ class SlackReplySink:
         self._wake.set()
         if self._flusher is not None:
             try:
-                await self._flusher  # at most the one API call in flight
+                await self._flusher  # at most the one API call in flight (it never waits)
             except Exception as exc:
                 emit(_LOG, "slack_flusher_failed", logging.WARNING, error=type(exc).__name__)
 
@@ -221,30 +303,43 @@ class SlackReplySink:
             await self._update_progress()
 
     async def _stream_progress(self) -> None:
+        """Send what is new since the last progress call; a skipped call sends it next time."""
         t = self._target
         room = self._config.stream_limit - self._sent
         if room <= 0 or t.thread_ts is None:
             return  # the rest goes out with finish()
+        thread_ts = t.thread_ts
         chunk = self._text[self._sent : self._sent + room]
+        stream_ts = self._stream_ts
         try:
-            if self._stream is None:
-                self._stream = await self._client.chat_stream(
-                    channel=t.channel,
-                    thread_ts=t.thread_ts,
-                    recipient_team_id=t.team,
-                    recipient_user_id=t.user,
-                    buffer_size=1,
+            if stream_ts is None:
+                resp = await self._optional(
+                    "chat.startStream",
+                    lambda: self._api.chat_startStream(
+                        channel=t.channel,
+                        thread_ts=thread_ts,
+                        recipient_team_id=t.team,
+                        recipient_user_id=t.user,
+                        markdown_text=chunk,
+                    ),
                 )
-            await self._stream.append(markdown_text=chunk)
+                if resp is None:
+                    return
+                self._stream_ts = self._note_posted(resp)
+            else:
+                resp = await self._optional(
+                    "chat.appendStream",
+                    lambda: self._api.chat_appendStream(
+                        channel=t.channel, ts=stream_ts, markdown_text=chunk
+                    ),
+                )
+                if resp is None:
+                    return
             self._sent += len(chunk)
-            if self._stream_ts is None and self._stream.ts:
-                self._stream_ts = self._stream.ts
-                self.posted.append(self._stream_ts)
         except Exception as exc:
             method = "chat.appendStream" if self._stream_ts else "chat.startStream"
             code = api_failed(_LOG, method, exc, channel=t.channel)
             if self._stream_ts is None:
-                self._stream = None
                 self._mode = "update"  # streaming unavailable here: fall back for this reply
                 if code in _UNSUPPORTED:
                     self._caps.no_stream.add(t.team)
@@ -252,63 +347,102 @@ class SlackReplySink:
             else:
                 self._mode = "stalled"  # keep the partial stream; finish() will fix the text
 
-    async def _update_progress(self) -> None:
+    def _preview(self) -> str:
         limit = self._config.message_limit
-        preview = truncate(markdown_to_mrkdwn(self._text[: 2 * limit]), limit)
+        return truncate(markdown_to_mrkdwn(self._text[: 2 * limit]), limit)
+
+    async def _update_progress(self) -> None:
+        t = self._target
         sent = len(self._text)
+        posted_ts = self._posted_ts
         try:
-            if self._posted_ts is None:
-                self._posted_ts = await self._post(preview)
-            else:
-                await self._client.chat_update(
-                    channel=self._target.channel, ts=self._posted_ts, text=preview
+            if posted_ts is None:
+                resp = await self._optional(
+                    "chat.postMessage",
+                    lambda: self._api.chat_postMessage(
+                        channel=t.channel,
+                        thread_ts=t.thread_ts,
+                        text=self._preview(),
+                        unfurl_links=False,
+                        unfurl_media=False,
+                    ),
                 )
+                if resp is None:
+                    return
+                self._posted_ts = self._note_posted(resp)
+            else:
+                resp = await self._optional(
+                    "chat.update",
+                    lambda: self._api.chat_update(
+                        channel=t.channel, ts=posted_ts, text=self._preview()
+                    ),
+                )
+                if resp is None:
+                    return
             self._sent = sent
         except Exception as exc:
-            api_failed(_LOG, "chat.update" if self._posted_ts else "chat.postMessage", exc)
+            api_failed(_LOG, "chat.update" if posted_ts else "chat.postMessage", exc)
+
+    def _note_posted(self, resp: AsyncSlackResponse) -> str:
+        ts = str(resp.get("ts") or "")
+        self.posted.append(ts)
+        return ts
 
     # -- final -------------------------------------------------------------------------------
 
     async def _deliver(self, final: str) -> None:
         long = len(final) > self._config.file_threshold
-        if self._stream is not None and self._stream_ts is not None:
+        channel, stream_ts = self._target.channel, self._stream_ts
+        if stream_ts is not None:
             streamed = self._text[: self._sent]
             fits = not long and len(final) <= self._config.stream_limit
             if self._mode == "stream" and fits and final.startswith(streamed):
+                rest = final[len(streamed) :] or None
                 try:
-                    await self._stream.stop(markdown_text=final[len(streamed) :] or None)
+                    await self._required(
+                        "chat.stopStream",
+                        lambda: self._api.chat_stopStream(
+                            channel=channel, ts=stream_ts, markdown_text=rest
+                        ),
+                        bound=self._config.final_wait_seconds,
+                    )
                     return
                 except Exception as exc:
-                    api_failed(_LOG, "chat.stopStream", exc, channel=self._target.channel)
+                    api_failed(_LOG, "chat.stopStream", exc, channel=channel)
             else:
-                # Stop without the helper: after a failed append its buffer still holds text.
                 try:
-                    await self._client.chat_stopStream(
-                        channel=self._target.channel, ts=self._stream_ts
+                    await self._required(
+                        "chat.stopStream",
+                        lambda: self._api.chat_stopStream(channel=channel, ts=stream_ts),
+                        bound=self._config.final_wait_seconds,
                     )
                 except Exception as exc:
-                    api_failed(_LOG, "chat.stopStream", exc, channel=self._target.channel)
-            await self._replace(self._stream_ts, final, long)
+                    api_failed(_LOG, "chat.stopStream", exc, channel=channel)
+            await self._replace(stream_ts, final, long)
         elif self._posted_ts is not None:
             await self._replace(self._posted_ts, final, long)
         else:
             await self._post_new(final, long)
 
-    async def _replace(self, ts: str, final: str, long: bool) -> None:
-        """Turn an existing (streamed or previewed) message into the final answer.
+    async def _update(self, ts: str, text: str) -> None:
+        """chat.update to the final text. `blocks=[]`: chat.update keeps a message's existing
+        blocks unless told to drop them, and a streamed message is stored as blocks, so a
+        text-only update would leave it unchanged."""
+        await self._required(
+            "chat.update",
+            lambda: self._api.chat_update(
+                channel=self._target.channel, ts=ts, text=text, blocks=[]
+            ),
+            bound=self._config.final_wait_seconds,
+        )
 
-        `blocks=[]`: chat.update keeps a message's existing blocks unless told to drop them, and
-        a streamed message is stored as blocks, so a text-only update would leave it unchanged.
-        """
+    async def _replace(self, ts: str, final: str, long: bool) -> None:
+        """Turn an existing (streamed or previewed) message into the final answer."""
         if long and await self._upload(final):
-            await self._client.chat_update(
-                channel=self._target.channel, ts=ts, text=self._long_note(final), blocks=[]
-            )
+            await self._update(ts, self._long_note(final))
             return
         parts = self._parts_of(final, long)
-        await self._client.chat_update(
-            channel=self._target.channel, ts=ts, text=parts[0], blocks=[]
-        )
+        await self._update(ts, parts[0])
         for part in parts[1:]:
             await self._post(part)
 
@@ -343,12 +477,16 @@ class SlackReplySink:
     async def _upload(self, final: str) -> bool:
         """Upload the whole answer as a Markdown file in the thread; False when that failed."""
         try:
-            await self._client.files_upload_v2(
-                content=final,
-                filename="answer.md",
-                title="Full answer",
-                channel=self._target.channel,
-                thread_ts=self._target.thread_ts,
+            await self._required(
+                "files.uploadV2",
+                lambda: self._api.files_upload_v2(
+                    content=final,
+                    filename="answer.md",
+                    title="Full answer",
+                    channel=self._target.channel,
+                    thread_ts=self._target.thread_ts,
+                ),
+                bound=self._config.final_wait_seconds,
             )
         except Exception as exc:
             # No file upload (scope or plan): the caller posts it in parts, bounded.
@@ -357,31 +495,68 @@ class SlackReplySink:
         return True
 
     async def _post(self, text: str) -> str:
-        resp = await self._client.chat_postMessage(
-            channel=self._target.channel,
-            thread_ts=self._target.thread_ts,
-            text=text,
-            unfurl_links=False,
-            unfurl_media=False,
+        resp = await self._required(
+            "chat.postMessage",
+            lambda: self._api.chat_postMessage(
+                channel=self._target.channel,
+                thread_ts=self._target.thread_ts,
+                text=text,
+                unfurl_links=False,
+                unfurl_media=False,
+            ),
+            bound=self._config.final_wait_seconds,
         )
-        ts = str(resp.get("ts") or "")
-        self.posted.append(ts)
-        return ts
+        return self._note_posted(resp)
 
-    async def _clear_status(self) -> None:
+    # -- working indicator -------------------------------------------------------------------
+
+    def _react_now(self) -> None:
+        """The timer fired: the answer is slow, show the reaction (finish() waits for it)."""
+        self._react_timer = None
+        if not self._finished and self._react_task is None:
+            self._react_task = asyncio.ensure_future(self._add_reaction())
+
+    async def _add_reaction(self) -> None:
         t = self._target
         try:
+            added = await self._optional(
+                "reactions.add",
+                lambda: self._api.reactions_add(
+                    channel=t.channel, timestamp=t.message_ts, name=self._config.working_reaction
+                ),
+            )
+            if added is not None:
+                self._shown = "reaction"
+        except Exception as exc:
+            if api_failed(_LOG, "reactions.add", exc) == "already_reacted":
+                self._shown = "reaction"
+
+    async def _clear_status(self) -> None:
+        if self._react_task is not None:
+            task, self._react_task = self._react_task, None
+            await task  # an add in flight: wait for its outcome, then undo it
+        t = self._target
+        method = "assistant.threads.setStatus" if self._shown == "status" else "reactions.remove"
+        bound = self._config.cleanup_wait_seconds
+        try:
             if self._shown == "status" and t.thread_ts:
-                await self._client.assistant_threads_setStatus(
-                    channel_id=t.channel, thread_ts=t.thread_ts, status=""
+                await self._required(
+                    method,
+                    lambda: self._api.assistant_threads_setStatus(
+                        channel_id=t.channel, thread_ts=str(t.thread_ts), status=""
+                    ),
+                    bound=bound,
                 )
             elif self._shown == "reaction":
-                await self._client.reactions_remove(
-                    channel=t.channel, timestamp=t.message_ts, name=self._config.working_reaction
+                await self._required(
+                    method,
+                    lambda: self._api.reactions_remove(
+                        channel=t.channel,
+                        timestamp=t.message_ts,
+                        name=self._config.working_reaction,
+                    ),
+                    bound=bound,
                 )
         except Exception as exc:
-            method = (
-                "assistant.threads.setStatus" if self._shown == "status" else "reactions.remove"
-            )
             api_failed(_LOG, method, exc)
         self._shown = None

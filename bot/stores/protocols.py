@@ -57,6 +57,10 @@ class ConversationStore(Protocol):
         """Every session's highest seq ever assigned (so work left behind by a crash, such as
         indexing, can be found at start)."""
 
+    async def head(self, session: SessionKey) -> tuple[int, SessionState | None]:
+        """The session's highest seq ever assigned (0: none; erasures do not lower it) and its
+        state, in one round trip: what every turn reads first."""
+
 
 class SessionStateStore(Protocol):
     async def get_state(self, session: SessionKey) -> SessionState | None: ...
@@ -113,6 +117,12 @@ class FactStore(Protocol):
 
     async def list_facts(self, person: PersonKey, *, history: bool = False) -> list[Fact]:
         """Live facts, oldest first; with `history`, every version (closed ones too)."""
+
+    async def list_user_facts(self, person: PersonKey, *, history: bool = False) -> list[Fact]:
+        """As `list_facts`, for every scope of this person's user id on this person's platform:
+        each team/guild and the DM scope (`person.team` only names one of them). Each fact's
+        `person` says where it was remembered. Found by an index on (platform, user): other
+        people's facts are never read. Fact ids are unique per scope, not across them."""
 
     async def delete_fact(self, person: PersonKey, fact_id: str) -> bool:
         """Erase a fact and the older versions it replaced. Ids are matched case-insensitively,

@@ -32,6 +32,8 @@ import contextlib
 import inspect
 import json
 import re
+import socket
+import struct
 import threading
 import time
 import uuid
@@ -59,6 +61,7 @@ __all__ = [
     "disconnect",
     "hang",
     "malformed_json_body",
+    "reset",
     "status",
     "text",
     "tool_calls",
@@ -105,7 +108,9 @@ class Malformed:
 
 @dataclass(frozen=True)
 class Disconnect:
-    """Drop the connection without answering."""
+    """Drop the connection without answering (`reset`: with a TCP RST instead of a FIN)."""
+
+    reset: bool = False
 
 
 Step = Reply | Status | Hang | Malformed | Disconnect
@@ -164,6 +169,11 @@ def malformed_json_body() -> Malformed:
 def disconnect() -> Disconnect:
     """Close the connection with no response."""
     return Disconnect()
+
+
+def reset() -> Disconnect:
+    """Reset the connection (RST, as a crashed server or a middlebox does) with no response."""
+    return Disconnect(reset=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -549,6 +559,9 @@ class FakeOpenAI:
         if isinstance(step, Disconnect):
             transport = request.transport
             if transport is not None:
+                sock = transport.get_extra_info("socket")
+                if step.reset and sock is not None:  # linger 0: close() sends RST, not FIN
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 transport.abort()
             return web.Response(status=500)
         if isinstance(step, Malformed):

@@ -5,15 +5,24 @@ library's own request building, retries and response parsing. It records every c
 messages the bot posted (including streamed ones) so tests can read the final text, can inject
 429s with Retry-After, plays Slack's side of OAuth (oauth.v2.access) and of Socket Mode
 (apps.connections.open plus a WebSocket that delivers envelopes and collects acks).
+
+Like Slack it can also enforce per-method rate limits per workspace (`rate_limit`: a 60-second
+window, then 429 with Retry-After until the oldest call leaves it), and token rotation: an
+install with a refresh token gets an access token that expires (`token_expired` after), and
+oauth.v2.access with grant_type=refresh_token trades a refresh token once for a new pair
+(a used or unknown one gets `invalid_refresh_token`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
+import math
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,12 +126,21 @@ class FakeSlack:
     hosted_files: dict[str, tuple[bytes, str]] = field(default_factory=dict)
     file_downloads: list[tuple[str, str | None]] = field(default_factory=list)  # (id, token)
     files_read_scope: bool = True  # False: like an app installed without files:read
+    # Token rotation: access token -> expiry (Unix seconds); refresh token -> its grant.
+    token_expires: dict[str, float] = field(default_factory=dict)
+    refresh_grants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    refreshes: list[str] = field(default_factory=list)  # refresh tokens traded, in order
+    oauth_client: tuple[str, str] | None = None  # (client_id, secret) a refresh must present
+    rate_limited: list[Call] = field(default_factory=list)  # calls answered 429 by `rate_limit`
 
     def __post_init__(self) -> None:
         self.tokens.setdefault(
             self.bot_token, Identity(self.team_id, self.bot_user_id, self.bot_id)
         )
         self._failures: dict[str, list[_Failure]] = {}
+        self._limits: dict[str, int] = {}  # method -> calls per 60 s per workspace
+        self._windows: dict[tuple[str, str], deque[float]] = {}
+        self._rotations = itertools.count(1)
         self._ts = itertools.count(1)
         self._server: TestServer | None = None
         self._sockets: list[web.WebSocketResponse] = []
@@ -173,6 +191,46 @@ class FakeSlack:
             "is_enterprise_install": False,
         }
         self.tokens[bot_token] = Identity(team_id, bot_user_id, bot_id)
+
+    def add_rotating_install(
+        self,
+        code: str,
+        *,
+        team_id: str,
+        bot_token: str,
+        refresh_token: str,
+        expires_in: int = 43200,
+        bot_user_id: str = "UBOT2",
+        bot_id: str = "BBOT2",
+        installer: str = "UINSTALLER",
+        scope: str = "chat:write,app_mentions:read",
+    ) -> None:
+        """An OAuth code for an app with token rotation on: the install answers with an
+        expiring access token (`expires_in` seconds) and a refresh token, as Slack does."""
+        self.add_oauth_code(
+            code,
+            team_id=team_id,
+            bot_token=bot_token,
+            bot_user_id=bot_user_id,
+            bot_id=bot_id,
+            installer=installer,
+            scope=scope,
+        )
+        self.oauth_codes[code].update(refresh_token=refresh_token, expires_in=expires_in)
+        self.token_expires[bot_token] = time.time() + expires_in
+        self.refresh_grants[refresh_token] = {
+            "team_id": team_id,
+            "bot_user_id": bot_user_id,
+            "bot_id": bot_id,
+            "installer": installer,
+            "scope": scope,
+        }
+
+    def rate_limit(self, method: str, per_minute: int) -> None:
+        """Enforce Slack's per-method limit: at most `per_minute` accepted calls of `method` per
+        workspace in any 60 seconds; others get 429 with Retry-After (seconds until the oldest
+        accepted call leaves the window, rounded up)."""
+        self._limits[method] = per_minute
 
     def seed_message(
         self, channel: str, ts: str, *, user: str, text: str = "", thread_ts: str | None = None
@@ -342,6 +400,7 @@ class FakeSlack:
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
         if method == "oauth.v2.access":
+            args["_client"] = self._client_credentials(request, args)
             return web.json_response(handler(args, None))
         if method == "apps.connections.open":
             if token != self.app_token:
@@ -350,8 +409,42 @@ class FakeSlack:
         identity = self.tokens.get(token or "")
         if identity is None:
             return web.json_response({"ok": False, "error": "invalid_auth"})
+        expires = self.token_expires.get(token or "")
+        if expires is not None and expires <= time.time():
+            return web.json_response({"ok": False, "error": "token_expired"})
+        limited = self._over_limit(method, identity.team_id, call)
+        if limited is not None:
+            return limited
         result = handler(args, identity)
         return web.json_response(result)
+
+    def _over_limit(self, method: str, team_id: str, call: Call) -> web.Response | None:
+        limit = self._limits.get(method)
+        if limit is None:
+            return None
+        window = self._windows.setdefault((method, team_id), deque())
+        while window and window[0] <= call.at - 60.0:
+            window.popleft()
+        if len(window) < limit:
+            window.append(call.at)
+            return None
+        self.rate_limited.append(call)
+        wait = max(1, math.ceil(window[0] + 60.0 - call.at))
+        return web.json_response(
+            {"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": str(wait)}
+        )
+
+    @staticmethod
+    def _client_credentials(request: web.Request, args: dict[str, Any]) -> tuple[str, str]:
+        """The app's credentials: HTTP Basic (slack_sdk's way) or client_id/client_secret."""
+        auth = request.headers.get("Authorization", "")
+        if auth.startswith("Basic "):
+            try:
+                user, _, secret = base64.b64decode(auth[6:]).decode().partition(":")
+                return user, secret
+            except ValueError:
+                return "", ""
+        return str(args.get("client_id") or ""), str(args.get("client_secret") or "")
 
     async def _dump_calls(self, request: web.Request) -> web.Response:
         """Recorded calls from index `since` on (for benchmarks running the fake elsewhere)."""
@@ -364,15 +457,23 @@ class FakeSlack:
         )
 
     async def _wait_call(self, request: web.Request) -> web.Response:
-        """Block until `method` was called for `channel` (benchmarks wait for a turn's end)."""
-        key = (request.query["method"], request.query.get("channel"))
-        if key not in self._seen_keys:
+        """Block until `method` (or any of several, comma-separated) was called for `channel`
+        (benchmarks wait for a turn's end)."""
+        channel = request.query.get("channel")
+        keys = [(m, channel) for m in request.query["method"].split(",") if m]
+        if not any(key in self._seen_keys for key in keys):
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._key_waiters.setdefault(key, []).append(waiter)
+            for key in keys:
+                self._key_waiters.setdefault(key, []).append(waiter)
             try:
                 await asyncio.wait_for(waiter, timeout=float(request.query.get("timeout", "30")))
             except TimeoutError:
                 return web.json_response({"ok": False}, status=408)
+            finally:
+                for key in keys:
+                    waiters = self._key_waiters.get(key)
+                    if waiters and waiter in waiters:
+                        waiters.remove(waiter)
         return web.json_response({"ok": True})
 
     async def _file_download(self, request: web.Request) -> web.StreamResponse:
@@ -588,8 +689,44 @@ class FakeSlack:
         return {"ok": True, "files": [{"id": f["id"], "title": f.get("title")} for f in files]}
 
     def api_oauth_v2_access(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        client = args.pop("_client", ("", ""))  # not kept in the recorded call's args
+        if args.get("grant_type") == "refresh_token":
+            return self._refresh(args, client)
         result = self.oauth_codes.pop(str(args.get("code")), None)
         return result or {"ok": False, "error": "invalid_code"}
+
+    def _refresh(self, args: dict[str, Any], client: tuple[str, str]) -> dict[str, Any]:
+        """Trade a refresh token (once) for a new access token and refresh token."""
+        client_id, secret = client
+        if not client_id:
+            return {"ok": False, "error": "invalid_client_id"}
+        if self.oauth_client is not None and (client_id, secret) != self.oauth_client:
+            return {"ok": False, "error": "bad_client_secret"}
+        old = str(args.get("refresh_token") or "")
+        grant = self.refresh_grants.pop(old, None)
+        if grant is None:
+            return {"ok": False, "error": "invalid_refresh_token"}
+        self.refreshes.append(old)
+        n = next(self._rotations)
+        team = grant["team_id"]
+        access, refresh = f"xoxe.xoxb-{team}-rotated-{n}", f"xoxe-1-{team}-refresh-{n}"
+        self.tokens[access] = Identity(team, grant["bot_user_id"], grant["bot_id"])
+        self.token_expires[access] = time.time() + 43200
+        self.refresh_grants[refresh] = grant
+        return {
+            "ok": True,
+            "app_id": "A0TEST",
+            "authed_user": {"id": grant["installer"]},
+            "scope": grant["scope"],
+            "token_type": "bot",
+            "access_token": access,
+            "bot_user_id": grant["bot_user_id"],
+            "refresh_token": refresh,
+            "expires_in": 43200,
+            "team": {"id": team, "name": f"Team {team}"},
+            "enterprise": None,
+            "is_enterprise_install": False,
+        }
 
     def api_apps_connections_open(
         self, args: dict[str, Any], who: Identity | None

@@ -152,3 +152,40 @@ async def test_local_model_embeds_meaning() -> None:
     assert vectors.shape == (3, 384)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
     assert vectors[0] @ vectors[1] > 0.5 > vectors[0] @ vectors[2]
+
+
+async def test_a_question_is_embedded_only_where_there_are_memories(
+    fake_openai: FakeOpenAI, parts: tuple[SqliteStore, SqliteMemoryIndex]
+) -> None:
+    """A place with nothing indexed (the first message in a channel) costs no embedding of the
+    question; once it has entries, the question is embedded and ranks them."""
+    store, index = parts
+    embedder = endpoint(fake_openai)
+    try:
+        retriever = Retriever(index, embedder)
+        assert await retriever.search(SCOPE, "the Lisbon order", now=MARCH) == []
+        assert await retriever.search(SCOPE, "the Lisbon order", now=MARCH) == []
+        assert fake_openai.embedding_requests == []
+        await store.append(
+            SESSION,
+            [
+                NewMessage(
+                    role="user",
+                    content="The Lisbon order ships Friday",
+                    speaker=ALICE.id,
+                    turn_id="t1",
+                    meta=message_meta(sent_at=MARCH, private_place=False),
+                )
+            ],
+        )
+        await Indexer(store, index, embedder).index_session(SESSION)
+        indexed = len(fake_openai.embedding_requests)
+        hits = await retriever.search(SCOPE, "When does the Lisbon order ship?", now=MARCH)
+        assert hits and hits[0].cosine is not None
+        assert fake_openai.embedding_requests[indexed:] != []
+        assert fake_openai.embedding_requests[-1]["input"] == ["When does the Lisbon order ship?"]
+        # A scope seen with entries: embedded alongside the index round trip from now on.
+        await retriever.search(SCOPE, "Lisbon again", now=MARCH)
+        assert fake_openai.embedding_requests[-1]["input"] == ["Lisbon again"]
+    finally:
+        await embedder.close()

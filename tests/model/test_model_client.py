@@ -18,6 +18,7 @@ from tests.fakes.openai_server import (
     disconnect,
     hang,
     malformed_json_body,
+    reset,
     status,
     text,
     tool_calls,
@@ -264,6 +265,45 @@ async def test_dropped_connection_is_connection(fake: FakeOpenAI, make_client: M
     with pytest.raises(ModelError) as caught:
         await make_client(max_retries=0).complete(USER)
     assert caught.value.kind == "connection"
+
+
+async def test_reset_connection_is_connection(fake: FakeOpenAI, make_client: MakeClient) -> None:
+    """A TCP RST (not a clean close): the aiohttp transport reports it as a timeout of the SDK's;
+    the client reads the cause and says "connection"."""
+    fake.push(reset())
+    with pytest.raises(ModelError) as caught:
+        await make_client(max_retries=0).complete(USER)
+    assert caught.value.kind == "connection"
+    assert "couldn't reach" in caught.value.user_message
+
+
+async def test_reset_then_answer_is_retried(fake: FakeOpenAI, make_client: MakeClient) -> None:
+    fake.push(reset(), disconnect(), text("third time"))
+    response = await make_client(max_retries=2).complete(USER)
+    assert response.content == "third time"
+    assert len(fake.requests) == 3
+
+
+async def test_streamed_connection_errors_keep_their_kind(
+    fake: FakeOpenAI, make_client: MakeClient, collect: Collect
+) -> None:
+    """Streamed requests go through the same mapping: refused, reset, and a hang."""
+    _, on_delta = collect
+    refused = make_client(base_url="http://127.0.0.1:9/v1", max_retries=0)
+    fake.push(reset(), hang(10))
+    kinds = []
+    for client in (refused, make_client(max_retries=0), make_client(timeout=0.3, max_retries=0)):
+        with pytest.raises(ModelError) as caught:
+            await client.complete(USER, on_delta=on_delta)
+        kinds.append(caught.value.kind)
+    assert kinds == ["connection", "connection", "timeout"]
+
+
+def test_the_aiohttp_transport_is_used() -> None:
+    """Guard for the CPU figure in bench/bench_slack.py: the SDK's aiohttp transport (the
+    `openai[aiohttp]` extra), not its default httpx one."""
+    client = ModelClient(api_key="k", base_url="http://127.0.0.1:1/v1", model="m")
+    assert type(client._client._client) is openai.DefaultAioHttpClient
 
 
 async def test_auth_failure_never_leaks_the_key(

@@ -142,6 +142,11 @@ class SlackHarness:
             "update_interval": 0.05,
             "stream_interval": 0.05,
             "first_flush_seconds": 0.0,
+            # The reaction at once and no Web API budget, so `wait_done` (the reaction's
+            # removal) marks every turn's end however many turns a test runs in a minute; the
+            # production defaults are tested by passing them back (tests/slack/test_budget.py).
+            "working_reaction_delay": 0.0,
+            "progress_per_minute": (),
         }
         values.update(config)
         cfg = SlackConfig(**values)

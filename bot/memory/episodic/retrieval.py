@@ -3,7 +3,8 @@ ranked by BM25 and by cosine similarity, fused by reciprocal rank, cut by a rele
 
 Cost per turn: one `changes()` round trip to the index (the scope's entries are cached in
 process, per scope, and only what changed since the last turn is fetched), plus embedding the
-question (concurrently with that round trip). A deletion in the team (erasure) bumps the team's
+question (concurrently with that round trip; after it, and only if the scope has entries, when
+the scope was empty or not cached yet). A deletion in the team (erasure) bumps the team's
 generation and the scope is reloaded whole.
 
 Relevance: a question gets memories only if at least one entry matches it well: lexically (its
@@ -69,11 +70,20 @@ class Retriever:
         is relevant. Entries whose sources are all in `exclude_sources` (already in the
         context) are skipped."""
         question = question[:MAX_QUESTION_CHARS]
-        vector_task = asyncio.create_task(self._embed(question))
-        try:
+        known = self._scopes.get(scope.key)
+        if known is not None and len(known.corpus):
+            # The usual case: embed the question while the index round trip runs.
+            vector_task = asyncio.create_task(self._embed(question))
+            try:
+                cached = await self._refresh(scope)
+            finally:
+                query_vector = await vector_task
+        else:
+            # A scope not seen yet, or seen empty (a new place: the first message in a channel):
+            # embedding the question (~2.5 ms of CPU with the local model) waits for the round
+            # trip to show there is anything to compare it with.
             cached = await self._refresh(scope)
-        finally:
-            query_vector = await vector_task
+            query_vector = await self._embed(question) if len(cached.corpus) else None
         corpus = cached.corpus
         if not len(corpus):
             return []
