@@ -143,7 +143,9 @@ class InboxWorker:
         return True
 
     def serve(self, kind: str, handler: Handler) -> None:
-        """Run `handler` for entries of `kind` (this process's platform), from now on."""
+        """Run `handler` for entries of `kind` (this process's platform), from now on (also
+        after a `stop`: an adapter started again on the same core)."""
+        self._stopping = False
         self._handlers[kind] = handler
         if self.inbox is None:
             return

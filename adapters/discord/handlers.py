@@ -1,10 +1,13 @@
 """Gateway messages in, core turns out.
 
 `route` decides cheaply, on the event loop, whether a message is for the bot (a mention in a
-guild channel, anything in a DM, a follow-up in a thread where the bot answers); the turn
-itself runs as a tracked task so shutdown can let it finish. Each message id is answered once
-(`Deduplicator`: the gateway may replay dispatches after a RESUME, and several processes may
-share a bot token behind a gateway proxy).
+guild channel, anything in a DM, a follow-up in a thread where the bot answers); a message that
+is goes to the core's durable inbox (its ids only, never its text), and the turn runs when an
+inbox worker takes it: in this process (the message object is kept at hand for it), or, if this
+process died first, in another one, which fetches the message again over REST. Each message id
+is accepted once (the gateway may replay dispatches after a RESUME, and several processes may
+share a bot token behind a gateway proxy); a re-run posts its parts with the same nonces, so
+Discord hands back what the first attempt posted and it is edited instead of sent again.
 
 Keys: a guild conversation is `discord:<guild>:<channel>:<thread or ->`; a DM is
 `discord:@dm:<DM channel>:-`, and the person in it `discord:@dm:<user>`.
@@ -20,7 +23,6 @@ from typing import Literal
 import discord
 from cachetools import TTLCache
 
-from adapters.common.dedup import Deduplicator
 from adapters.common.loadguard import LoopGuard
 from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
@@ -29,6 +31,7 @@ from adapters.discord.normalize import mentions_bot, readable_text, thread_name
 from adapters.discord.sink import DiscordReplySink
 from bot import metrics
 from bot.core import BotCore
+from bot.inbox import Delivery, InboxItem
 from bot.keys import SessionKey
 from bot.messages import Attachment, AttachmentError, IncomingMessage
 
@@ -38,6 +41,7 @@ DM_TEAM = "@dm"
 APOLOGY = "Sorry, something went wrong while answering. Please try again."
 SHUTDOWN_APOLOGY = "Sorry, I was restarting and had to stop before answering. Please ask again."
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+INBOX_KIND = "discord.message"
 
 Kind = Literal["dm", "reply", "new_thread", "thread", "thread_maybe"]
 
@@ -49,6 +53,12 @@ class Route:
     channel: str  # the parent channel for threads
     thread: str | None
 
+    def session(self, message_id: int) -> SessionKey:
+        """The conversation whose order the message keeps (a new thread: the thread Discord
+        will give the message's own id)."""
+        thread = str(message_id) if self.kind == "new_thread" else self.thread
+        return SessionKey(PLATFORM, self.guild, self.channel, thread)
+
 
 def safe_mentions(message: discord.Message) -> discord.AllowedMentions:
     """No @everyone/@here, no roles, no reply ping; only users the asker named may be pinged."""
@@ -57,12 +67,22 @@ def safe_mentions(message: discord.Message) -> discord.AllowedMentions:
 
 
 class DiscordHandlers:
-    def __init__(self, core: BotCore, config: DiscordConfig, tasks: TaskTracker) -> None:
+    def __init__(
+        self,
+        core: BotCore,
+        config: DiscordConfig,
+        tasks: TaskTracker,
+        client: discord.Client | None = None,
+    ) -> None:
         self.core = core
         self.config = config
         self.tasks = tasks
-        self.dedup = Deduplicator(core.first_delivery, platform=PLATFORM)
+        self.client = client  # fetches a message again when another process accepted it
         self.guard = LoopGuard()
+        # Messages accepted here, kept for the inbox worker (which usually runs them here).
+        self.recent: TTLCache[int, discord.Message] = TTLCache(maxsize=20_000, ttl=3600)
+        self.accepted: set[int] = set()  # accepted here and not handled yet (tests wait on it)
+        self.handling = 0
         # Threads the bot opened or answered in: follow-ups there need no mention.
         self.threads: TTLCache[int, bool] = TTLCache(maxsize=100_000, ttl=7 * 86400)
         # Threads where the store said the bot has no conversation: chatty threads the bot is
@@ -107,28 +127,89 @@ class DiscordHandlers:
         if route is None:
             return
         metrics.EVENTS.labels(PLATFORM, "message").inc()
-        try:
-            self.tasks.spawn(self._answer(message, route, me), name=f"discord:{message.id}")
-        except RuntimeError:  # shutting down: nothing was started, nothing to answer
-            emit(_LOG, "discord_message_refused_shutdown", message=str(message.id))
+        item = InboxItem(
+            kind=INBOX_KIND,
+            session=route.session(message.id).id,
+            body={
+                "channel": str(message.channel.id),
+                "message": str(message.id),
+                "route": [route.kind, route.guild, route.channel, route.thread],
+            },
+            dedup=(f"discord:{message.id}",),
+        )
+        self.recent[message.id] = message  # before the put: a local worker may take it at once
+        self.accepted.add(message.id)
+        if not await self.core.enqueue(item):
+            self.accepted.discard(message.id)
+            metrics.DEDUPLICATED_EVENTS.labels(PLATFORM).inc()
+            emit(_LOG, "discord_message_duplicate", message=str(message.id))
 
     # the turn --------------------------------------------------------------------------------
 
-    async def _answer(self, message: discord.Message, route: Route, me: discord.ClientUser) -> None:
+    async def on_queued(self, delivery: Delivery) -> None:
+        """An inbox entry taken by this process: the turn."""
+        data = delivery.body
+        message_id = int(data.get("message") or 0)
+        self.handling += 1
+        try:
+            kind, guild, channel, thread = data["route"]
+            route = Route(kind, str(guild), str(channel), thread and str(thread))
+            message = self.recent.pop(message_id, None)
+            if message is None:
+                message = await self._fetch(int(data.get("channel") or 0), message_id)
+            if message is None:
+                return  # deleted meanwhile, or out of reach: nothing to answer
+            me = self.client.user if self.client is not None else None
+            if me is None:
+                return
+            await self._answer(message, route, me, delivery)
+        finally:
+            self.handling -= 1
+            self.accepted.discard(message_id)
+
+    async def _fetch(self, channel_id: int, message_id: int) -> discord.Message | None:
+        """The message again, over REST (another process accepted it and died)."""
+        client = self.client
+        if client is None:
+            return None
+        try:
+            channel = client.get_channel(channel_id) or await client.fetch_channel(channel_id)
+            if not isinstance(channel, discord.abc.Messageable):
+                return None
+            return await channel.fetch_message(message_id)
+        except discord.HTTPException as exc:
+            emit(
+                _LOG,
+                "discord_message_unavailable",
+                logging.WARNING,
+                message=str(message_id),
+                status=exc.status,
+            )
+            return None
+
+    async def _answer(
+        self,
+        message: discord.Message,
+        route: Route,
+        me: discord.ClientUser,
+        delivery: Delivery,
+    ) -> None:
         if route.kind == "thread_maybe":
             session = SessionKey(PLATFORM, route.guild, route.channel, route.thread)
             if not await self.core.in_conversation(session):
                 self.quiet_threads[int(route.thread or 0)] = True
                 return
             self.threads[int(route.thread or 0)] = True
-        if not await self.dedup.first(f"discord:{message.id}"):
-            return
         await self.guard.admit()
         async with self._turns:
-            await self._run_turn(message, route, me)
+            await self._run_turn(message, route, me, delivery)
 
     async def _run_turn(
-        self, message: discord.Message, route: Route, me: discord.ClientUser
+        self,
+        message: discord.Message,
+        route: Route,
+        me: discord.ClientUser,
+        delivery: Delivery,
     ) -> None:
         role = message.guild.self_role if message.guild else None
         text = readable_text(
@@ -143,7 +224,8 @@ class DiscordHandlers:
         reply_to: discord.Message | None = message if route.kind == "reply" else None
         thread = route.thread
         if route.kind == "new_thread":
-            opened = await self._open_thread(message, text)
+            opened = await self._earlier_thread(message) if delivery.retried else None
+            opened = opened or await self._open_thread(message, text)
             if opened is None:
                 reply_to = message  # no thread (permissions): answer in place instead
             else:
@@ -172,7 +254,10 @@ class DiscordHandlers:
         try:
             await self.core.handle_message(incoming, sink)
         except asyncio.CancelledError:
-            await asyncio.shield(sink.finish(SHUTDOWN_APOLOGY, error=True))
+            # A durable entry is handed back and answered by another process (or this one
+            # after a restart); otherwise nobody will, so say so.
+            if not delivery.durable:
+                await asyncio.shield(sink.finish(SHUTDOWN_APOLOGY, error=True))
             raise
         except Exception as exc:
             metrics.ERRORS.labels(PLATFORM, "turn_failed").inc()
@@ -180,6 +265,19 @@ class DiscordHandlers:
             await sink.finish(APOLOGY, error=True)
         if not sink.finished:
             await sink.finish(APOLOGY, error=True)
+
+    async def _earlier_thread(self, message: discord.Message) -> discord.Thread | None:
+        """The thread a first attempt opened on this message (its id is the message's)."""
+        client = self.client
+        if client is None:
+            return None
+        found = client.get_channel(message.id)
+        if found is None:
+            try:
+                found = await client.fetch_channel(message.id)
+            except discord.HTTPException:
+                return None
+        return found if isinstance(found, discord.Thread) else None
 
     async def _open_thread(self, message: discord.Message, text: str) -> discord.Thread | None:
         try:

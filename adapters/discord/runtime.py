@@ -20,7 +20,7 @@ from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
 from adapters.discord.commands import DiscordCommands
 from adapters.discord.config import DiscordConfig
-from adapters.discord.handlers import DiscordHandlers
+from adapters.discord.handlers import INBOX_KIND, DiscordHandlers
 from bot.core import BotCore
 
 _LOG = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class DiscordRuntime:
         else:
             self.client = discord.Client(**options)
         self.tree: app_commands.CommandTree[discord.Client] = app_commands.CommandTree(self.client)
-        self.handlers = DiscordHandlers(core, config, self.tasks)
+        self.handlers = DiscordHandlers(core, config, self.tasks, self.client)
         self.commands = DiscordCommands(core, config)
         self.commands.register(self.tree)
         self.synced: list[int | None] = []
@@ -78,6 +78,7 @@ class DiscordRuntime:
     async def _setup_hook(self) -> None:
         """After login, before the gateway: start helpers and sync the app commands."""
         self.handlers.guard.start()
+        self.core.serve_inbox(INBOX_KIND, self.handlers.on_queued)
         guilds: list[int | None] = list(self.config.command_guilds) or [None]
         for guild_id in guilds:
             target = discord.Object(id=guild_id) if guild_id is not None else None
@@ -118,7 +119,11 @@ class DiscordRuntime:
             await self.handlers.on_message(message, me)
 
     async def stop(self) -> int:
-        """Take no new messages, let answers in flight finish (bounded), then disconnect."""
+        """Take no new messages, let answers in flight finish (bounded; the rest are handed back
+        to the inbox for another process), then disconnect."""
+        handed_back = await self.core.stop_inbox(self.config.shutdown_grace_seconds)
+        if handed_back:
+            emit(_LOG, "discord_handed_back", entries=handed_back)
         left = await self.tasks.drain(self.config.shutdown_grace_seconds)
         await self.handlers.guard.stop()
         with contextlib.suppress(Exception):

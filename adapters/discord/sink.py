@@ -6,8 +6,10 @@ closed), edited at most once per `edit_interval` by a background pump that never
 request in flight. `finish` then writes the final text: the preview message is edited to the
 first part and the remaining parts are sent after it. Every message is created with a nonce
 derived from the question and the part number and `enforce_nonce`, so a request retried after
-a 429 or a lost response can never post the same part twice. `allowed_mentions` comes from the
-handler: no @everyone/@here, no roles, only users the asker named.
+a 429 or a lost response can never post the same part twice, and a turn re-run after a crash
+(the durable inbox) gets back the message its first attempt posted and edits it.
+`allowed_mentions` comes from the handler: no @everyone/@here, no roles, only users the asker
+named.
 """
 
 from __future__ import annotations
@@ -99,7 +101,10 @@ class DiscordReplySink:
                     if self._posted[index].content != part:
                         await self._posted[index].edit(content=part, allowed_mentions=self._allowed)
                 else:
-                    self._posted.append(await self._send(part, index))
+                    sent = await self._send(part, index)
+                    if sent.content != part:  # the nonce's earlier message: a re-run's preview
+                        await sent.edit(content=part, allowed_mentions=self._allowed)
+                    self._posted.append(sent)
         except Exception as exc:  # Forbidden, a deleted channel, a network failure
             self.failed = True
             metrics.ERRORS.labels("discord", "reply_failed").inc()

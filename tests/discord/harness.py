@@ -55,8 +55,14 @@ class DiscordHarness:
         return f"<@{self.fake.app_id}>"
 
     async def idle(self) -> None:
-        """Wait until every accepted message has been answered (tracked tasks are done)."""
-        await self.fake.wait_for(lambda: len(self.runtime.tasks) == 0, timeout=15)
+        """Wait until every message accepted here has been handled (its inbox entry ran) and
+        tracked tasks are done."""
+        handlers = self.runtime.handlers
+
+        def idle() -> bool:
+            return len(self.runtime.tasks) == 0 and not handlers.accepted and not handlers.handling
+
+        await self.fake.wait_for(idle, timeout=15)
 
     async def close(self) -> None:
         self.stop.set()

@@ -135,4 +135,4 @@ async def test_healthz_reports_the_stores_and_the_gateway(
             body = await response.json()
         async with http.get(f"{url}/metrics") as response:
             assert response.status == 200 and "bot_" in await response.text()
-    assert body["components"] == {"store": True, "cache": True, "discord": True}
+    assert body["components"] == {"store": True, "cache": True, "inbox": True, "discord": True}

@@ -711,6 +711,11 @@ class FakeDiscord:
         if m and method == "POST":
             return self._create_message(m.group(1), body or {}, files, self.bot)
         m = re.fullmatch(r"/channels/(\d+)/messages/(\d+)", path)
+        if m and method == "GET":  # a message object as REST gives it: no guild_id or member
+            message = self.messages.get(m.group(2))
+            if message is None or message["channel_id"] != m.group(1) or message.get("deleted"):
+                return self._error(404, 10008, "Unknown Message")
+            return _json({k: v for k, v in message.items() if k not in ("guild_id", "member")})
         if m and method in ("PATCH", "DELETE"):
             message = self.messages.get(m.group(2))
             if message is None or message["channel_id"] != m.group(1):
