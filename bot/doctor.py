@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from bot.config import Settings
 from bot.model import ModelClient
@@ -62,8 +63,13 @@ async def run_checks(settings: Settings) -> bool:
             ok = await asyncio.wait_for(store.ping(), timeout=10.0)
         except Exception:
             ok = False
-        await store.close()
         results.append(_line(ok, "store", f"{where} {'answers' if ok else 'does not answer'}"))
+        try:
+            inbox = await _inbox_check(settings, store)
+        finally:
+            await store.close()
+        if inbox is not None:
+            results.append(inbox)
     except Exception as exc:
         results.append(_line(False, "store", f"{where}: {exc}"))
 
@@ -103,3 +109,43 @@ async def run_checks(settings: Settings) -> bool:
     ):
         print(f"info {name}: {'configured' if present else 'not configured'}", flush=True)
     return all(results)
+
+
+async def _inbox_check(settings: Settings, store: Any) -> bool | None:
+    """The durable inbox: where it is, how many entries wait, how old the oldest is."""
+    from bot.stores.factory import open_inbox
+
+    if settings.bot_inbox == "off":
+        print("info inbox: off (BOT_INBOX=off: events are handled in memory)", flush=True)
+        return None
+    where = "Redis Streams" if settings.redis_url else "SQLite table"
+    try:
+        inbox = await asyncio.wait_for(
+            open_inbox(
+                mode=settings.bot_inbox,
+                redis_url=settings.redis_url,
+                prefix=settings.bot_redis_prefix,
+                store=store,
+                data_dir=settings.bot_data_dir,
+                claim_after=settings.bot_inbox_claim_seconds,
+            ),
+            timeout=10.0,
+        )
+    except Exception as exc:
+        return _line(False, "inbox", f"{where}: {type(exc).__name__}")
+    if inbox is None:
+        return None
+    try:
+        waiting, oldest = 0, 0.0
+        for kind in ("slack.message", "discord.message"):
+            stats = await asyncio.wait_for(inbox.stats(kind), timeout=5.0)
+            waiting, oldest = waiting + stats.depth, max(oldest, stats.oldest_age)
+    except Exception as exc:
+        return _line(False, "inbox", f"{where} does not answer ({type(exc).__name__})")
+    finally:
+        await inbox.close()
+    stale = oldest > settings.bot_inbox_max_age_seconds
+    detail = f"{where}: {waiting} waiting, oldest {oldest:.0f}s"
+    return _line(
+        not stale, "inbox", detail + (" (over BOT_INBOX_MAX_AGE_SECONDS)" if stale else "")
+    )

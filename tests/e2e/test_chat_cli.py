@@ -211,8 +211,9 @@ def test_doctor_reports_each_check(fake: FakeOpenAI, tmp_path: Path) -> None:
     good = _doctor({"OPENAI_BASE_URL": fake.base_url}, tmp_path / "d")
     assert good.returncode == 0, good.stdout + good.stderr
     names = [line.split()[1].rstrip(":") for line in good.stdout.splitlines()]
-    assert {"config", "tokens", "model", "store", "cache"} <= set(names)
+    assert {"config", "tokens", "model", "store", "cache", "inbox"} <= set(names)
     assert "FAIL" not in good.stdout
+    assert "inbox: SQLite table: 0 waiting" in good.stdout
 
     bad = _doctor(
         {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "REDIS_URL": "redis://127.0.0.1:9/0"},
@@ -220,5 +221,6 @@ def test_doctor_reports_each_check(fake: FakeOpenAI, tmp_path: Path) -> None:
     )
     assert bad.returncode == 1
     fails = [line for line in bad.stdout.splitlines() if line.startswith("FAIL")]
-    assert {line.split()[1].rstrip(":") for line in fails} == {"model", "cache"}
+    # The inbox is in Redis when REDIS_URL is set: unreachable with it.
+    assert {line.split()[1].rstrip(":") for line in fails} == {"model", "cache", "inbox"}
     assert "Traceback" not in bad.stdout + bad.stderr
