@@ -32,13 +32,14 @@ from bot.messages import IncomingMessage, ReplySink
 from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient, ModelError
 from bot.ratelimit import Rate, TurnLimiter
-from bot.stores.factory import open_cache, open_inbox, open_store
+from bot.stores.factory import open_cache, open_inbox, open_store, open_write_marks
 from bot.stores.inbox import Inbox, InboxItem
 from bot.stores.protocols import Cache, LockTimeout, Store, StoreUnavailable
 from bot.text import clean_message, clean_request
 from bot.tokens import TokenCounter
 from bot.toolbox import ToolboxFactory
 from bot.turn import STORE_DOWN_REPLY, Model, TurnResult, TurnRunner
+from tools.idempotency import IdempotencyCache
 from tools.keylocks import KeyLocks
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ class BotApp:
         summary_model: Model | None = None,
         episodic: EpisodicMemory | None = None,
         inbox: Inbox | None = None,
+        write_marks: IdempotencyCache | None = None,
     ) -> None:
         self.settings = settings
         self.inbox = inbox  # durable events between a platform's ack and the turn; None: off
@@ -101,7 +103,11 @@ class BotApp:
             store, JsonAsker(MeteredModel(self.summary_model, "memory"), max_tokens=400)
         )
         self.toolboxes = ToolboxFactory(
-            settings, store=store, cache=cache, reconciler=self.reconciler
+            settings,
+            store=store,
+            cache=cache,
+            reconciler=self.reconciler,
+            write_marks=write_marks,
         )
         self.toolboxes.count_tokens = self.counter.tools
         self.limiter = TurnLimiter(
@@ -380,6 +386,7 @@ async def build_app(
             data_dir=settings.bot_data_dir,
             claim_after=settings.bot_inbox_claim_seconds,
         )
+        write_marks = await open_write_marks(inbox)
     except Exception as exc:
         await cache.close()
         await store.close()
@@ -392,7 +399,9 @@ async def build_app(
         max_retries=settings.bot_model_retries,
     )
     if not episodic:
-        app = BotApp(settings, store=store, cache=cache, model=model, inbox=inbox)
+        app = BotApp(
+            settings, store=store, cache=cache, model=model, inbox=inbox, write_marks=write_marks
+        )
         try:
             from bot.memory.index_tiers import attach_memory_index
 
@@ -416,7 +425,15 @@ async def build_app(
         await cache.close()
         await store.close()
         raise StartupError(f"cannot open the long-term memory: {exc}") from None
-    app = BotApp(settings, store=store, cache=cache, model=model, episodic=memory, inbox=inbox)
+    app = BotApp(
+        settings,
+        store=store,
+        cache=cache,
+        model=model,
+        episodic=memory,
+        inbox=inbox,
+        write_marks=write_marks,
+    )
     if memory.embedder is not None:
         # The same embedder ranks tools when a team has more than fit well in one request.
         app.toolboxes.selector.embedder = memory.embedder

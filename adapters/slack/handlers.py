@@ -34,7 +34,7 @@ from adapters.slack.mrkdwn import markdown_to_mrkdwn, split_message
 from adapters.slack.normalize import mentioned_users, normalize_text
 from adapters.slack.routing import Route, route_event
 from adapters.slack.sink import Capabilities, EarlierReply, ReplyTarget, SlackReplySink
-from adapters.slack.threads import ThreadTracker
+from adapters.slack.threads import ThreadTracker, find_earlier_reply
 from adapters.slack.users import UserDirectory
 from bot import metrics
 from bot.core import BotCore, CommandReply, CommandRequest
@@ -276,12 +276,25 @@ class SlackHandlers:
             thread_ts=route.reply_thread_ts,
             assistant_thread=route.assistant_thread,
         )
+        earlier = EarlierReply.from_notes(delivery.entry.notes)
+        if earlier is None and delivery.retried:
+            # The first attempt may have died between posting and noting it: ask Slack once.
+            found = await find_earlier_reply(
+                client,
+                channel=route.channel,
+                thread_ts=route.reply_thread_ts,
+                after_ts=route.message_ts,
+                bot_user_id=bot_user_id,
+                bot_id=bot_id,
+            )
+            if found:
+                earlier = EarlierReply(found, streamed=bool(route.reply_thread_ts))
         sink = SlackReplySink(
             client,
             target,
             self.config,
             self.caps,
-            earlier=EarlierReply.from_notes(delivery.entry.notes),
+            earlier=earlier,
             on_posted=lambda posted: delivery.note(**posted.as_notes()),
         )
         emit(

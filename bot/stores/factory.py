@@ -12,6 +12,7 @@ from bot.stores.protocols import Cache, Store, StoreUnavailable
 from bot.stores.redis_cache import DEFAULT_PREFIX, RedisCache
 from bot.stores.resilient_cache import ResilientCache
 from bot.stores.sqlite import DB_FILENAME, SqliteStore
+from tools.idempotency import IdempotencyCache
 
 
 class StoreConfigError(ValueError):
@@ -87,6 +88,19 @@ async def open_inbox(
     path = Path(data_dir) / INBOX_FILENAME
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     return await SqliteInbox.open(SqliteWorker(path), claim_after=claim_after, owns_worker=True)
+
+
+async def open_write_marks(inbox: Inbox | None) -> IdempotencyCache | None:
+    """Where write tools' idempotency marks go when they must outlive the process: beside a
+    SQLite inbox (which re-runs a crashed turn after a restart). None: the cache is right (with
+    Redis it is shared and outlives any one process; with the inbox off nothing is re-run)."""
+    from bot.stores.inbox_sqlite import SqliteInbox
+
+    if not isinstance(inbox, SqliteInbox):
+        return None
+    from bot.stores.kv_sqlite import SqliteKV
+
+    return await SqliteKV.open(inbox.worker)
 
 
 def _one_line(reason: object) -> str:

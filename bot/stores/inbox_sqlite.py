@@ -56,6 +56,11 @@ class SqliteInbox:
         self._wake = asyncio.Event()
         self._last_prune = 0.0
 
+    @property
+    def worker(self) -> SqliteWorker:
+        """Its connection thread (durable write marks share the file: `bot.stores.kv_sqlite`)."""
+        return self._db
+
     @classmethod
     async def open(
         cls, worker: SqliteWorker, *, claim_after: float = 20.0, owns_worker: bool = False

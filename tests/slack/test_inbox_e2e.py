@@ -90,6 +90,32 @@ async def test_a_taken_over_entry_updates_the_reply_its_first_attempt_posted(
     assert (await survivor.inbox.stats(KIND)).depth == 0
 
 
+async def test_a_reply_posted_but_not_noted_before_the_crash_is_found_and_updated(
+    make_app: Any,
+    start_harness: StartHarness,
+    fake_openai: FakeOpenAI,
+    redis_url: str,
+    redis_prefix: str,
+) -> None:
+    """The first attempt died after Slack took its message and before it could note the ts."""
+    app = await make_app(**shared(redis_url, redis_prefix, bot_inbox_claim_seconds=0.5))
+    slack = await start_harness(app)
+    await app.stop_inbox(0)
+    await slack.dm("what's the weather?")
+    assert app.inbox is not None
+    assert await app.inbox.take(KIND, "elsewhere:1:dead", count=1, wait=2.0)  # then it died
+    first_try = AsyncWebClient(token=slack.fake.bot_token, base_url=slack.fake.api_url)
+    resp = await first_try.chat_postMessage(channel="D1", text="Let me ch")
+    posted = str(resp["ts"])
+
+    fake_openai.push(text("Sunny, 21 °C."))
+    survivor = await make_app(**shared(redis_url, redis_prefix, bot_inbox_claim_seconds=0.5))
+    await start_harness(survivor)
+    await until(lambda: slack.replies("D1") == ["Sunny, 21 °C."], timeout=10, what="the answer")
+    assert [m.ts for m in slack.fake.bot_messages("D1")] == [posted]  # updated, not reposted
+    assert slack.fake.calls_to("conversations.history")  # asked Slack once, on the re-run
+
+
 async def test_follow_ups_in_a_thread_are_answered_in_order_each_seeing_the_last_answer(
     slack_real: SlackHarness, fake_openai: FakeOpenAI
 ) -> None:
