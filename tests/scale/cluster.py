@@ -350,6 +350,9 @@ class Cluster:
             return resp.status
 
     async def _deliver(self, bot: BotProcess, body: dict[str, Any]) -> None:
+        user = str(body["event"].get("user") or "")
+        if user and user not in self.slack.users:  # people exist at Slack (users.info)
+            self.slack.add_user(user, f"Person {user}")
         status = await self.post(bot, body)
         assert status == 200, f"{bot.name} answered {status} to {body['event']['type']}"
 
