@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
 import resource
@@ -32,6 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.report import Figure, add_json_option, info, print_figures, write_json
 from bot.memory.consolidation import Consolidator
 from bot.memory.index_tiers import IndexMemories
 from bot.memory.reconcile import OUTCOMES, Reconciler
@@ -119,6 +119,22 @@ async def run(days: int, scale: int, concurrency: int) -> dict[str, Any]:
     return out
 
 
+def figures(result: dict[str, Any]) -> list[Figure]:
+    second = result["second_run"]["model_requests"]
+    match = bool(result["facts_match_oracle"])
+    return [
+        Figure("live facts = the seed's oracle", "= oracle", "yes" if match else "no", "", match),
+        Figure("second run: model requests", "0 (nothing new)", second, "", second == 0),
+        info(
+            "candidates by outcome",
+            ", ".join(f"{k} {v}" for k, v in result["outcomes"].items()),
+        ),
+        info("sessions per second", result["sessions_per_s"], "sessions/s"),
+        info("model tokens per session", result["tokens_per_session"], "tokens"),
+        info("peak RSS", result["peak_rss_mb"], "MB"),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=30)
@@ -126,7 +142,7 @@ def main() -> None:
         "--scale", type=int, default=1, help="copies of the month (more people-days)"
     )
     parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--json", type=Path, default=None)
+    add_json_option(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     result = asyncio.run(run(args.days, args.scale, args.concurrency))
@@ -144,8 +160,9 @@ def main() -> None:
     )
     print(f"live facts match the seed's oracle: {result['facts_match_oracle']}")
     print(f"peak RSS: {result['peak_rss_mb']} MB")
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+    found = figures(result)
+    print_figures("consolidate", found)
+    write_json(args.json, "consolidate", found, result)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ Two processes, so the bot's figures are its own:
 
 Prints throughput, the bot's overhead from the MESSAGE_CREATE dispatch to its first REST call
 (the typing indicator) and to the reply minus the model latency (p50/p99), the bot's peak
-memory, and checks every mention was answered exactly once. `--json` adds one JSON line.
+memory, and checks every mention was answered exactly once. `--json PATH` writes the figures
+(`bench.report`) and the whole result as JSON.
 
     python bench/bench_discord.py                   # N=1000, 50 at once, model 200 ms
     python bench/bench_discord.py -n 200 --core sleep
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import signal
 import statistics
@@ -253,7 +253,23 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def _report(result: dict[str, Any], as_json: bool) -> None:
+def figures(result: dict[str, Any]) -> list[Any]:
+    from bench.report import Figure, info
+
+    once, n = result["answered_exactly_once"], result["n"]
+    return [
+        Figure("mentions answered exactly once", f"all {n:,}", f"{once:,}/{n:,}", "", once == n),
+        info("throughput", result["throughput_per_s"], "mentions/s"),
+        info("dispatch → first REST call p50", result["first_rest_p50_ms"], "ms"),
+        info("dispatch → first REST call p99", result["first_rest_p99_ms"], "ms"),
+        info("dispatch → reply − model p50", result["reply_minus_model_p50_ms"], "ms"),
+        info("dispatch → reply − model p99", result["reply_minus_model_p99_ms"], "ms"),
+        info("bot CPU per mention", result["bot_cpu_ms_per_mention"], "ms"),
+        info("bot peak memory", result["bot_peak_rss_mb"], "MB"),
+    ]
+
+
+def _report(result: dict[str, Any]) -> None:
     print(
         f"Discord adapter, {result['core']} core: {result['n']} mentions, "
         f"{result['concurrency']} conversations at once, model {result['model_latency_ms']:.0f} ms"
@@ -277,8 +293,6 @@ def _report(result: dict[str, Any], as_json: bool) -> None:
         f"  answered once       {result['answered_exactly_once']}/{result['n']} "
         f"(unanswered {result['unanswered']}, duplicated {result['duplicates']})"
     )
-    if as_json:
-        print(json.dumps(result))
 
 
 def main() -> None:
@@ -291,7 +305,7 @@ def main() -> None:
     parser.add_argument("--core", choices=("real", "sleep"), default="real")
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--max-turns", type=int, default=256)
-    parser.add_argument("--json", action="store_true", help="also print one JSON line")
+    parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="write JSON here")
     parser.add_argument(
         "--role", choices=("driver", "bot"), default="driver", help=argparse.SUPPRESS
     )
@@ -301,8 +315,13 @@ def main() -> None:
     if args.role == "bot":
         asyncio.run(run_bot(args))
         return
+    from bench.report import print_figures, write_json
+
     result = asyncio.run(drive(args))
-    _report(result, args.json)
+    _report(result)
+    found = figures(result)
+    print_figures(f"discord ({args.core} core)", found)
+    write_json(args.json, "discord", found, result)
     if result["answered_exactly_once"] != args.n:
         raise SystemExit(1)
 

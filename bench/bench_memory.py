@@ -26,12 +26,15 @@ worst case for what a turn loads (the hot tail is capped at 160 messages).
 
 Prints p50/p90 per cell (ms), ratios against the targets (flat within 1.5x from 10 to 10,000
 messages; at least 5x below the Agents SDK at 10,000) and peak RSS. Figures, not assertions.
+Without the `bench` extra (openai-agents) the SDK column is skipped and said so.
 
-Run: python bench/bench_memory.py   (BENCH_TURNS=50 timed turns per cell, BENCH_WARMUP=5)
+Run: python bench/bench_memory.py [--turns 50] [--warmup 5] [--sizes 10,1000,10000] [--json PATH]
+     (BENCH_TURNS / BENCH_WARMUP set the defaults of --turns / --warmup)
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import logging
@@ -52,13 +55,28 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from agents import SQLiteSession, TResponseInputItem  # noqa: E402
+try:
+    from agents import SQLiteSession, TResponseInputItem
+
+    AGENTS_MISSING = ""
+except ImportError as exc:  # the `bench` extra is optional: the SDK column is then skipped
+    AGENTS_MISSING = f"needs the bench extra (pip install -e '.[bench]'): {exc}"
 from openai.types.responses import (  # noqa: E402
     EasyInputMessageParam,
     ResponseOutputMessageParam,
     ResponseOutputTextParam,
 )
 
+from bench.report import (  # noqa: E402
+    Figure,
+    add_json_option,
+    at_least,
+    at_most,
+    info,
+    print_figures,
+    skipped,
+    write_json,
+)
 from bot.app import BotApp  # noqa: E402
 from bot.config import Settings  # noqa: E402
 from bot.keys import PersonKey, SessionKey  # noqa: E402
@@ -406,6 +424,10 @@ def _sdk_assistant(text: str) -> TResponseInputItem:
 
 async def run_sdk(db_path: Path, sizes: tuple[int, ...]) -> BackendResult:
     out = BackendResult("Agents SDK SQLiteSession")
+    if AGENTS_MISSING:
+        for n in sizes:
+            out.skipped[n] = AGENTS_MISSING
+        return out
     sessions = {
         n: [SQLiteSession(f"bench-{n}-{k}", db_path) for k in range(_sessions_for(n))]
         for n in sizes
@@ -588,7 +610,46 @@ def _verdict(ours: list[BackendResult], sdk: BackendResult) -> None:
             print(f"  note: {r.name} has no {n:,}-message cell: {why}")
 
 
-async def main() -> None:
+def figures(ours: list[BackendResult], sdk: BackendResult, missing: dict[str, str]) -> list[Figure]:
+    """Per backend: flatness (steady state) against <= 1.5x, the cost at the largest history,
+    and the Agents SDK's cost over ours there against >= 5x. mongoeco's cells are not targets:
+    it is a Python test server, far slower than a real MongoDB."""
+    out: list[Figure] = []
+    for r in ours:
+        sizes = sorted(r.steady)
+        if len(sizes) < 2:
+            why = "; ".join(r.skipped.values()) or "fewer than two sizes ran"
+            out.append(skipped(f"{r.name}: flat 10,000/10", "≤ 1.5×", why))
+            continue
+        small, large = sizes[0], sizes[-1]
+        a, b = r.steady[small], r.steady[large]
+        name = f"{r.name}: steady {large:,}/{small} messages"
+        ratio = round(b.p50 / a.p50, 2)
+        mongoeco = r.name.startswith("mongoeco")
+        out.append(info(name, ratio, "×") if mongoeco else at_most(name, ratio, 1.5, "×"))
+        out.append(
+            info(f"{r.name}: ms per turn at {large:,} messages (p50)", round(b.p50, 2), "ms")
+        )
+        if r.stale.get(large) and r.stale.get(small):
+            stale = round(r.stale[large].p50 / r.stale[small].p50, 2)
+            out.append(info(f"{r.name}: stale summary {large:,}/{small}", stale, "×"))
+        for n, why in sorted(r.skipped.items()):
+            out.append(skipped(f"{r.name}: {n:,} messages", "≤ 1.5× flat", why))
+        s = sdk.steady.get(large)
+        name = f"Agents SDK / {r.name} at {large:,} messages"
+        if mongoeco:
+            continue
+        if s is None:
+            out.append(skipped(name, "≥ 5×", sdk.skipped.get(large, "the SDK side did not run")))
+        else:
+            out.append(at_least(name, round(s.p50 / b.p50, 2), 5, "×"))
+    for name, why in missing.items():
+        out.append(skipped(f"{name}: flat {SIZES[-1]:,}/{SIZES[0]}", "≤ 1.5×", why))
+    out.append(info("peak RSS", round(_peak_rss_mb()), "MiB"))
+    return out
+
+
+async def main(json_path: Path | None) -> None:
     logging.basicConfig(level=logging.WARNING)
     settings = Settings(
         _env_file=None,  # type: ignore[call-arg]
@@ -611,6 +672,7 @@ async def main() -> None:
         flush=True,
     )
     ours: list[BackendResult] = []
+    missing: dict[str, str] = {}  # backends that could not run here, and why
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         print("\n(a) SQLite + in-process cache", flush=True)
         store = await open_store(mongodb_uri=None, mongodb_db="bot", data_dir=Path(tmp) / "a")
@@ -640,10 +702,14 @@ async def main() -> None:
                 res = await run_ours(label, settings, mstore, rcache, sizes)
                 for n in SIZES:
                     if n not in sizes:
-                        res.skipped[n] = f"not run on mongoeco (BENCH_MONGOECO_MAX={MONGOECO_MAX})"
+                        res.skipped[n] = (
+                            "needs a real MongoDB (BENCH_MONGODB_URI): mongoeco is capped at "
+                            f"BENCH_MONGOECO_MAX={MONGOECO_MAX:,} messages"
+                        )
                 ours.append(res)
         except Exception as exc:
             print(f"  skipped: {type(exc).__name__}: {exc}", flush=True)
+            missing["MongoDB+Redis"] = f"{type(exc).__name__}: {exc}"[:160]
 
         print("\n(b') SQLite + Redis (Redis's share without mongoeco's engine cost)", flush=True)
         try:
@@ -655,6 +721,7 @@ async def main() -> None:
                 await store.close()
         except Exception as exc:
             print(f"  skipped: {type(exc).__name__}: {exc}", flush=True)
+            missing["SQLite+Redis"] = f"{type(exc).__name__}: {exc}"[:160]
         print(f"  peak RSS so far: {_peak_rss_mb():.0f} MiB", flush=True)
 
         print("\n(c) OpenAI Agents SDK SQLiteSession (file database)", flush=True)
@@ -680,7 +747,37 @@ async def main() -> None:
     )
     _verdict(ours, sdk)
     print(f"\npeak RSS {_peak_rss_mb():.0f} MiB; total run {time.perf_counter() - started:.0f} s")
+    found = figures(ours, sdk, missing)
+    print_figures("memory", found)
+    detail = {
+        "turns": TURNS,
+        "warmup": WARMUP,
+        "sizes": list(SIZES),
+        "cells": [
+            {
+                "backend": r.name,
+                "messages": n,
+                "summary": which,
+                "p50_ms": round(cell.p50, 3),
+                "p90_ms": round(cell.p90, 3),
+            }
+            for r in [*ours, sdk]
+            for which, table in (("steady", r.steady), ("stale", r.stale))
+            for n, cell in sorted(table.items())
+            if cell.samples
+        ],
+        "skipped": {r.name: {str(n): why for n, why in r.skipped.items()} for r in [*ours, sdk]},
+    }
+    write_json(json_path, "memory", found, detail)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=TURNS, help="timed turns per cell")
+    parser.add_argument("--warmup", type=int, default=WARMUP, help="untimed turns before them")
+    parser.add_argument("--sizes", default=",".join(str(n) for n in SIZES), help="histories")
+    add_json_option(parser)
+    args = parser.parse_args()
+    TURNS, WARMUP = args.turns, args.warmup
+    SIZES = tuple(sorted({int(n) for n in args.sizes.split(",") if n.strip()}))
+    asyncio.run(main(args.json))

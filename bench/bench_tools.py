@@ -11,7 +11,7 @@
    (BOT_EMBEDDING_MODEL=local, the `embeddings` extra) when installed, and the tokens of the
    offered schemas against offering all 44 (counted with tiktoken).
 
-Run: python bench/bench_tools.py [--calls N] [--json]
+Run: python bench/bench_tools.py [--calls N] [--json PATH]
 """
 
 from __future__ import annotations
@@ -33,6 +33,15 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
+from bench.report import (
+    Figure,
+    add_json_option,
+    at_least,
+    info,
+    print_figures,
+    skipped,
+    write_json,
+)
 from bench.tool_selection_set import REQUESTS, TOOLS
 from bot.tokens import TokenCounter
 from tools.executor import ExecutorConfig, ToolExecutor
@@ -117,14 +126,14 @@ async def bench_selection(offer: int) -> dict[str, Any]:
     all_tokens = counter.tools(TOOLS)
     by_name = {t["function"]["name"]: t for t in TOOLS}
     embedders: list[tuple[str, Any]] = [("lexical", None)]
-    try:
-        from bot.embeddings.local import LocalEmbedder, available
-
-        if available():
-            embedders.append(("lexical+local embedder", LocalEmbedder()))
-    except Exception:
-        pass
     out: dict[str, Any] = {"tools": len(TOOLS), "requests": len(REQUESTS), "offer": offer}
+    try:
+        from bot.embeddings.local import LocalEmbedder, model_files
+
+        model_files()  # raises, saying what is missing, without the `embeddings` extra
+        embedders.append(("lexical+local embedder", LocalEmbedder()))
+    except Exception as exc:
+        out["embedder_unavailable"] = str(exc) or type(exc).__name__
     for label, embedder in embedders:
         selector = ToolSelector(SelectionConfig(offer=offer), embedder=embedder)
         hits, tokens, misses, took = 0, [], [], []
@@ -147,17 +156,37 @@ async def bench_selection(offer: int) -> dict[str, Any]:
     return out
 
 
+RECALL_TARGET = 95.0  # % of requests whose needed tool is offered (issue 11)
+
+
+def figures(mcp: dict[str, float], selection: dict[str, Any]) -> list[Figure]:
+    out = [
+        info("MCP call: executor overhead p50", mcp["overhead_p50_ms"], "ms"),
+        info("MCP call: executor overhead p99", mcp["overhead_p99_ms"], "ms"),
+        info("MCP call: SDK call_tool round trip p50", mcp["sdk_round_trip_p50_ms"], "ms"),
+    ]
+    for label in ("lexical", "lexical+local embedder"):
+        name = f"tool selection recall, {label}"
+        if label not in selection:
+            why = selection.get("embedder_unavailable", "not run")
+            out.append(skipped(name, f"≥ {RECALL_TARGET:g} %", why))
+            continue
+        r = selection[label]
+        out.append(at_least(name, round(r["recall"] * 100, 1), RECALL_TARGET, "%"))
+        out.append(info(f"schema tokens saved, {label}", round(r["token_saving"] * 100, 1), "%"))
+    return out
+
+
 async def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--offer", type=int, default=8)
-    parser.add_argument("--json", action="store_true")
+    add_json_option(parser)
     args = parser.parse_args()
     mcp = await bench_mcp(args.calls)
     selection = await bench_selection(args.offer)
-    if args.json:
-        print(json.dumps({"mcp": mcp, "selection": selection}, indent=2))
-        return
+    found = figures(mcp, selection)
+    write_json(args.json, "tools", found, {"mcp": mcp, "selection": selection})
     print(f"MCP call through the executor ({mcp['calls']} calls, loopback server):")
     print(
         f"  executor overhead per call: p50 {mcp['overhead_p50_ms']} ms, "
@@ -182,6 +211,7 @@ async def main() -> None:
         )
         for miss in r["misses"]:
             print(f"    missed: {miss}")
+    print_figures("tools", found)
 
 
 if __name__ == "__main__":

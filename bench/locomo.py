@@ -1,7 +1,7 @@
 """Episodic retrieval on LoCoMo: turn-level evidence recall@k through the bot's real paths.
 
     python -m bench.locomo --data ../shared/data/locomo/locomo_dev.json \
-        [--k 5,10,25] [--embedder local|none|NAME] [--json PATH]
+        [--k 5,10,25] [--embedder local|none|NAME] [--json PATH] [--conversations N]
 
 Each conversation is replayed session by session, with its dates, through the real write path:
 its turns are appended to a conversation store (SQLite, in a temporary directory) as messages of
@@ -16,7 +16,9 @@ the day after its last session. Results are mapped back to the source turns' `di
 order; recall@k counts at most k distinct source turns (an excerpt spanning three turns spends
 three of the k) and is the share of a question's evidence turns found, averaged over questions.
 Query latency includes embedding the question. Nothing here is tuned per conversation or
-question.
+question. `--json PATH` writes the result with its figures (`bench.report`); the targets (issue
+9) are for the local embedder: recall@10 ≥ 70 %, recall@25 ≥ 82 %, query p95 < 30 ms.
+`--conversations N` replays only the first N (a quick run; figures not comparable).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.report import Figure, at_least, below, info, print_figures, write_json
 from bot.embeddings.base import Embedder
 from bot.embeddings.factory import open_embedder
 from bot.keys import PersonKey, SessionKey, TeamKey
@@ -144,6 +147,8 @@ async def replay(
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     data = json.loads(await asyncio.to_thread(Path(args.data).read_text, encoding="utf-8"))
+    if args.conversations:
+        data = data[: args.conversations]
     ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
     embedder = open_embedder(args.embedder, api_key=args.api_key, base_url=args.base_url)
     hits: dict[int, list[float]] = {k: [] for k in ks}
@@ -192,6 +197,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     return {
         "data": str(args.data),
+        "conversations": len(data),
         "embedder": embedder.name if embedder is not None else "none",
         "questions": questions,
         "recall_at": {str(k): round(statistics.fmean(v), 4) for k, v in hits.items()},
@@ -213,6 +219,35 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+TARGETS = {"10": 70.0, "25": 82.0}  # recall@k, %, with the local embedder (issue 9)
+P95_TARGET_MS = 30.0
+
+
+def figures(result: dict[str, Any]) -> list[Figure]:
+    """Targets hold for the local embedder; other embedders are reported beside it."""
+    embedder = str(result["embedder"])
+    targeted = embedder.startswith("local")
+    label = (
+        "local embedder"
+        if targeted
+        else "lexical only"
+        if embedder == "none"
+        else f"embedder {embedder}"
+    )
+    out: list[Figure] = []
+    for k, value in result["recall_at"].items():
+        name, pct = f"LoCoMo recall@{k}, {label}", round(value * 100, 1)
+        if targeted and k in TARGETS:
+            out.append(at_least(name, pct, TARGETS[k], "%"))
+        else:
+            out.append(info(name, pct, "%"))
+    p95 = float(result["query_ms"]["p95"])
+    name = f"LoCoMo query p95 incl. embedding, {label}"
+    out.append(below(name, p95, P95_TARGET_MS, "ms") if targeted else info(name, p95, "ms"))
+    out.append(info(f"LoCoMo query p50, {label}", result["query_ms"]["p50"], "ms"))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.locomo", description=__doc__)
     parser.add_argument("--data", required=True, help="a file in LoCoMo's format")
@@ -221,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
         "--embedder", default=None, help="local | none | a model name at the endpoint"
     )
     parser.add_argument("--json", default=None, help="also write the figures here")
+    parser.add_argument(
+        "--conversations", type=int, default=0, help="only the first N conversations (0: all)"
+    )
     parser.add_argument("--api-key", default=None, help="for an endpoint embedder")
     parser.add_argument("--base-url", default=None, help="for an endpoint embedder")
     args = parser.parse_args(argv)
@@ -245,8 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     ing = result["ingest"]
     print(f"ingest: {ing['turns']} turns in {ing['seconds']} s ({ing['turns_per_s']} turns/s)")
     print(f"peak memory: {result['peak_rss_mb']} MB")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    found = figures(result)
+    print_figures("locomo", found)
+    write_json(Path(args.json) if args.json else None, "locomo", found, result)
     return 0
 
 

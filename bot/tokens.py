@@ -25,6 +25,7 @@ from importlib import resources
 from typing import Any
 
 import tiktoken
+from cachetools import LRUCache
 
 from bot.files.image_cost import part_tokens
 
@@ -38,6 +39,7 @@ _BLOB_URLS = {
 # Rough cost of a chat message's framing (role, separators), as in OpenAI's cookbook.
 MESSAGE_OVERHEAD = 4
 REPLY_PRIMER = 3
+TOOLS_CACHED = 64  # distinct tool lists whose token counts are kept (per counter)
 
 
 def _cache_dir() -> str | None:
@@ -96,6 +98,8 @@ class TokenCounter:
     def __init__(self, model: str) -> None:
         self.model = model
         self.encoding = get_encoding(model)
+        # The same few tool lists are offered turn after turn: count each one once.
+        self._tools: LRUCache[str, int] = LRUCache(maxsize=TOOLS_CACHED)
 
     def count(self, text: str) -> int:
         if not text:
@@ -131,7 +135,11 @@ class TokenCounter:
         """Tool schemas are serialised into the prompt; their JSON is a fair upper estimate."""
         if not schemas:
             return 0
-        return self.count(json.dumps(schemas, separators=(",", ":"), ensure_ascii=False))
+        text = json.dumps(schemas, separators=(",", ":"), ensure_ascii=False)
+        tokens = self._tools.get(text)
+        if tokens is None:
+            tokens = self._tools[text] = self.count(text)
+        return tokens
 
     def truncate(self, text: str, max_tokens: int) -> str:
         """Cut text to at most max_tokens, on a token boundary."""

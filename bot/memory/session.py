@@ -119,12 +119,18 @@ class SessionMemory:
 
     async def load(self, session: SessionKey) -> HotSession:
         """The state (always from the store: small, and the summariser may have just changed it)
-        and the unsummarised tail (from the cache when its last seq matches the store's)."""
-        latest = await self.store.recent(session, limit=1)
-        latest_seq = latest[-1].seq if latest else 0
-        state = await self.store.get_state(session) or SessionState(session=session.id)
+        and the unsummarised tail (from the cache when its last seq is the store's last seq).
+
+        One store round trip when the cache is current (`Store.head`), and for a session that
+        has no messages yet; two otherwise. The head is the seq counter, which erasures do not
+        lower: after the newest messages were erased the cached tail is re-read from the store
+        until the next message is written (then it is current again)."""
+        last_seq, stored_state = await self.store.head(session)
+        state = stored_state or SessionState(session=session.id)
+        if last_seq == 0:
+            return HotSession(state, [])  # no message was ever written: nothing to read
         tail = await self._cached_tail(session)
-        if tail is None or (tail[-1].seq if tail else 0) != latest_seq:
+        if tail is None or (tail[-1].seq if tail else 0) != last_seq:
             tail = await self.store.recent(session, limit=TAIL_LIMIT)
             await self._save_tail(session, tail)
         return HotSession(state, [m for m in tail if m.seq > state.summary_upto_seq])

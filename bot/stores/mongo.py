@@ -20,6 +20,7 @@ monitor is lazy (about once a minute), so `consume_oauth_state` also filters on 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -262,6 +263,15 @@ class MongoStore(MongoFacts, MongoLeases, MongoRetention):
         with _unavailable("get_state"):
             doc = await self._states.find_one({"session": session.id})
         return None if doc is None else codec.load(SessionState, doc)
+
+    async def head(self, session: SessionKey) -> tuple[int, SessionState | None]:
+        with _unavailable("head"):
+            counter, doc = await asyncio.gather(
+                self._counters.find_one({"_id": session.id}, {"last_seq": 1}),
+                self._states.find_one({"session": session.id}),
+            )
+        last_seq = int(counter.get("last_seq", 0)) if counter is not None else 0
+        return last_seq, None if doc is None else codec.load(SessionState, doc)
 
     async def put_state(self, session: SessionKey, state: SessionState) -> bool:
         if state.session != session.id:

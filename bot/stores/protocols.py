@@ -57,6 +57,10 @@ class ConversationStore(Protocol):
         """Every session's highest seq ever assigned (so work left behind by a crash, such as
         indexing, can be found at start)."""
 
+    async def head(self, session: SessionKey) -> tuple[int, SessionState | None]:
+        """The session's highest seq ever assigned (0: none; erasures do not lower it) and its
+        state, in one round trip: what every turn reads first."""
+
 
 class SessionStateStore(Protocol):
     async def get_state(self, session: SessionKey) -> SessionState | None: ...

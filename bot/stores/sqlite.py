@@ -231,6 +231,20 @@ class SqliteStore(SqliteFacts, SqliteLeases, SqliteRetention):
 
         return await self._db.call(run)
 
+    async def head(self, session: SessionKey) -> tuple[int, SessionState | None]:
+        sid = session.id
+
+        def run(conn: sqlite3.Connection) -> tuple[int, SessionState | None]:
+            last_seq, doc = conn.execute(
+                "SELECT (SELECT last_seq FROM sessions WHERE session = ?), "
+                "(SELECT doc FROM session_state WHERE session = ?)",
+                (sid, sid),
+            ).fetchone()
+            state = None if doc is None else codec.load_json(SessionState, doc)
+            return int(last_seq or 0), state
+
+        return await self._db.call(run)
+
     async def put_state(self, session: SessionKey, state: SessionState) -> bool:
         if state.session != session.id:
             raise ValueError(f"state of {state.session!r} put under session {session.id!r}")

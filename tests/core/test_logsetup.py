@@ -69,3 +69,26 @@ async def test_a_turn_logs_no_message_text_or_key(
     assert any('"event": "tool_call"' in line for line in lines)
     joined = "\n".join(lines)
     assert "XK-4455-PLUM" not in joined and "Lisbon" not in joined and "sk-test" not in joined
+
+
+@pytest.mark.parametrize(
+    "created", [1768384800.0, 1768384800.0004, 1768384800.9996, 1768384859.999, 1768384860.5]
+)
+def test_timestamps_are_iso_utc_with_milliseconds(created: float) -> None:
+    """The cached-seconds timestamp says what datetime says (truncated to the millisecond)."""
+    from datetime import UTC, datetime
+
+    formatter = JsonFormatter()
+    for at in (created - 1.0, created):  # a second seen before, then a new one
+        record = logging.LogRecord("x", logging.INFO, __file__, 1, "tick", None, None)
+        record.created = at
+        expected = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+        assert json.loads(formatter.format(record))["ts"] == expected
+
+
+def test_redaction_is_decided_per_field_name_every_time(stream: io.StringIO) -> None:
+    log = logging.getLogger("bot.x")
+    for _ in range(3):  # the decision is remembered; the values never are
+        log.info("e", extra={"fields": {"bot_token": "xoxb-1", "completion_tokens": 7}})
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [(r["bot_token"], r["completion_tokens"]) for r in lines] == [("[redacted]", 7)] * 3

@@ -64,3 +64,24 @@ def test_message_and_truncate_counts() -> None:
     long = "花生" * 500
     cut = counter.truncate(long, 50)
     assert counter.count(cut) <= 50 and long.startswith(cut)
+
+
+def test_tool_schemas_are_counted_by_content() -> None:
+    """Counts are kept per tool list (bot.tokens.TokenCounter.tools), keyed by what the list
+    says: the same list counts the same, a changed one (even in place) is counted anew."""
+    import json
+
+    import tiktoken
+
+    def oracle(schemas: list[dict[str, object]]) -> int:
+        text = json.dumps(schemas, separators=(",", ":"), ensure_ascii=False)
+        return len(tiktoken.get_encoding("o200k_base").encode(text, disallowed_special=()))
+
+    counter = TokenCounter("gpt-4o-mini")
+    tool = {"type": "function", "function": {"name": "remember", "description": "Store a fact."}}
+    schemas: list[dict[str, object]] = [tool]
+    first = counter.tools(schemas)
+    assert first == oracle(schemas) and counter.tools([dict(tool)]) == first
+    tool["function"] = {"name": "remember", "description": "Store one fact about the speaker."}
+    assert counter.tools(schemas) == oracle(schemas) > first
+    assert counter.tools([]) == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from collections.abc import AsyncIterator
@@ -217,3 +218,28 @@ async def test_installations_survive_a_restart(tmp_path: Path) -> None:
         assert await second.consume_oauth_state("pending")
     finally:
         await second.close()
+
+
+async def test_the_worker_keeps_order_errors_and_cancellation_apart(tmp_path: Path) -> None:
+    """bot.stores.sqlite_worker: jobs run in the order given; a job's error reaches its caller
+    only; a caller that stopped waiting does not disturb the next; close waits for what was
+    queued before it; afterwards the store says it is unavailable."""
+    store = await SqliteStore.open(tmp_path / "bot.db")
+    appends = [asyncio.create_task(store.append(CHANNEL, [msg(str(i), ALICE)])) for i in range(5)]
+    boom = asyncio.create_task(store._db.call(lambda conn: conn.execute("SELECT nope")))
+    gone = asyncio.create_task(store._db.call(lambda conn: conn.execute("SELECT 1").fetchone()))
+    await asyncio.sleep(0)  # every job is queued
+    gone.cancel()
+    assert [s[0].seq for s in await asyncio.gather(*appends)] == [1, 2, 3, 4, 5]
+    with pytest.raises(sqlite3.OperationalError, match="no such column"):
+        await boom
+    assert [m.content for m in await store.recent(CHANNEL, limit=10)] == list("01234")
+    last = asyncio.create_task(store.append(CHANNEL, [msg("5", BOB)]))
+    await asyncio.sleep(0)  # queued before the close
+    await store.close()
+    assert (await last)[0].seq == 6 and gone.cancelled()
+    with pytest.raises(StoreUnavailable):
+        await store.recent(CHANNEL, limit=1)
+    reopened = await SqliteStore.open(tmp_path / "bot.db")
+    assert (await reopened.head(CHANNEL))[0] == 6
+    await reopened.close()

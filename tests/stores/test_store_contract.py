@@ -331,3 +331,24 @@ async def test_session_heads_name_every_session_and_its_last_seq(store: Store) -
     await store.append(CHANNEL, [msg("d", BOB, turn="t2")])
     await store.delete_speaker(BOB)  # erasure never lowers a head: seqs are not reused
     assert await store.session_heads() == {CHANNEL.id: 3, THREAD.id: 1}
+
+
+async def test_head_is_the_seq_counter_and_the_state_in_one_read(store: Store) -> None:
+    assert await store.head(CHANNEL) == (0, None)
+    await store.append(CHANNEL, [msg("a"), msg("b")])
+    assert await store.head(CHANNEL) == (2, None)
+    state = SessionState(session=CHANNEL.id, summary="so far", summary_upto_seq=1)
+    assert await store.put_state(CHANNEL, state)
+    last_seq, read = await store.head(CHANNEL)
+    assert last_seq == 2
+    assert read is not None and (read.summary, read.summary_upto_seq, read.version) == (
+        "so far",
+        1,
+        1,
+    )
+    await store.append(CHANNEL, [msg("c", BOB, turn="t2")])
+    await store.delete_speaker(BOB)  # the newest message erased: the counter stays
+    assert (await store.head(CHANNEL))[0] == 3
+    assert [m.seq for m in await store.recent(CHANNEL, limit=1)] == [2]
+    assert await store.head(THREAD) == (0, None)  # nothing leaks across sessions
+    assert await store.head(OTHER_TEAM) == (0, None)

@@ -127,8 +127,7 @@ class Indexer:
     async def index_session(self, session: SessionKey) -> int:
         """Index every message above the session's checkpoint; returns entries written."""
         written = 0
-        latest = await self.store.recent(session, limit=1)
-        head = latest[-1].seq if latest else 0
+        head, _ = await self.store.head(session)  # the seq counter: erased seqs are skipped too
         done = await self.index.get_checkpoint(session.id)
         while done < head:
             upto = min(done + READ_BATCH, head)
@@ -139,8 +138,12 @@ class Indexer:
                 whole = [m for m in messages if m.turn_id != last_turn]
                 messages = whole or messages
                 upto = messages[-1].seq
-            before = await self.store.between(
-                session, after_seq=max(done - CONTEXT_MESSAGES, 0), upto_seq=done
+            before = (
+                await self.store.between(
+                    session, after_seq=max(done - CONTEXT_MESSAGES, 0), upto_seq=done
+                )
+                if done > 0
+                else []  # the session's first batch: nothing before it
             )
             entries = excerpts(session, messages, before)
             speakers = list(dict.fromkeys(p for e in entries for p in e.people))
