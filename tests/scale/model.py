@@ -31,6 +31,11 @@ def answer_for(marker: str) -> str:
     return f"answer to {marker}"
 
 
+def ticket_title(marker: str) -> str:
+    """The title the brain gives the write tool for the message carrying `marker`."""
+    return f"please create {marker}"
+
+
 def markers_in(value: str) -> list[str]:
     return MARKER.findall(value)
 
@@ -100,7 +105,7 @@ class ScaleBrain:
             if self.call_delay:
                 await asyncio.sleep(self.call_delay)
             # The same arguments for the same message: a re-run is the same write.
-            return tool_calls([(tool, {"title": f"please create {marker}", "priority": 2})])
+            return tool_calls([(tool, {"title": ticket_title(marker), "priority": 2})])
         if self.holding and marker in self.partial:
             return text(answer_for(marker), stall=self.hold_limit, stall_after=1)
         if self.holding:
