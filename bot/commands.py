@@ -17,7 +17,16 @@ from bot.core import CommandReply, CommandRequest
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.memory.erasure import Eraser, ErasureCounts, counts_of
 from bot.memory.show import render_facts
+from bot.memory.speaker_facts import (
+    DM_SCOPE_PLATFORMS,
+    everywhere,
+    facts_for,
+    scope_name,
+    spans_platform,
+    team_word,
+)
 from bot.secrets import SecretBox
+from bot.stores.ids import canonical_fact_id
 from bot.stores.protocols import Store
 from bot.stores.records import ToolInstall
 from tools.packs import PackConfigError, parse_settings
@@ -35,6 +44,15 @@ TOOLS_HELP = (
 )
 
 
+def _erased(counts: ErasureCounts) -> str:
+    return (
+        f"{counts.facts} fact(s) (every version), {counts.messages} message(s) from your "
+        f"conversations (yours and my answers to them), {counts.tool_calls} tool call "
+        f"record(s), {counts.memories} long-term memory(ies), and {counts.summaries} "
+        "conversation summary(ies) that drew on them."
+    )
+
+
 class PackProbeError(ValueError):
     """An install's service failed its check; `forceable`: `force=yes` may install it anyway
     (a server that is down), otherwise never (a host the operator does not allow)."""
@@ -49,6 +67,7 @@ class PackProbeError(ValueError):
 MAX_COMMAND_CHARS = 2000
 MAX_WORDS = 32
 MAX_SHOWN = 40  # characters of a person's own word echoed back in an answer
+MAX_NAMED = 10  # places (and receipts) named in one answer; the rest are counted
 
 
 def echo_word(word: str) -> str:
@@ -150,20 +169,13 @@ class CommandHandler:
             return await self._show(person, history=True)
         if words[0] == "forget" and len(words) == 2:
             if words[1] == "all":
-                receipt = await self.eraser.forget_all(person, requested_by=req.platform)
-                counts = counts_of(receipt)
-                return CommandReply(
-                    "Done. I erased everything I held about you: "
-                    f"{counts.facts} fact(s) (every version), {counts.messages} message(s) from "
-                    f"your conversations (yours and my answers to them), {counts.tool_calls} "
-                    f"tool call record(s), {counts.memories} long-term memory(ies), and "
-                    f"{counts.summaries} conversation summary(ies) that drew on them. "
-                    f"Receipt: `{receipt.id}` (it keeps the date and these counts, no content)."
-                )
+                return await self._forget_all(person, req)
             fact_id = words[1].strip("`")
-            if len(fact_id) <= MAX_SHOWN and await self.store.delete_fact(person, fact_id):
-                await self.store.compact()
-                return CommandReply(f"Forgotten: fact {echo_word(fact_id)} is erased.")
+            if len(fact_id) <= MAX_SHOWN:
+                where = await self._forget_one(person, fact_id)
+                if where is not None:
+                    await self.store.compact()
+                    return CommandReply(f"Forgotten: fact {echo_word(fact_id)}{where} is erased.")
             return CommandReply(
                 f"I have no fact {echo_word(fact_id)} about you. `/memory show` lists the ids.",
                 ok=False,
@@ -171,8 +183,65 @@ class CommandHandler:
         return CommandReply(MEMORY_HELP, ok=False)
 
     async def _show(self, person: PersonKey, *, history: bool = False) -> CommandReply:
-        facts = await self.store.list_facts(person, history=history)
-        return CommandReply(render_facts(facts, history=history))
+        """What this place uses is what it shows (and can erase): in a DM scope, the person's
+        facts on the whole platform, each saying where it was remembered."""
+        facts = await facts_for(self.store, person, history=history)
+        wide = everywhere(person) if spans_platform(person) else ""
+        return CommandReply(
+            render_facts(facts, history=history, here=person.id, platform_wide=wide)
+        )
+
+    async def _forget_one(self, person: PersonKey, fact_id: str) -> str | None:
+        """Erase the fact (and its older versions) wherever `/memory show` here lists it; None
+        if it lists none. Returns " (remembered in ...)" for a fact of another scope."""
+        if not spans_platform(person):
+            return "" if await self.store.delete_fact(person, fact_id) else None
+        wanted = canonical_fact_id(fact_id)
+        facts = await self.store.list_user_facts(person, history=True)
+        # Ids are unique per scope: the same id in two scopes (rare) is erased in both.
+        scopes = sorted({f.person for f in facts if f.id == wanted})
+        erased = [s for s in scopes if await self.store.delete_fact(PersonKey.parse(s), wanted)]
+        if not erased:
+            return None
+        places = [scope_name(s) for s in erased if s != person.id]
+        return f" (remembered in {' and '.join(places)})" if places else ""
+
+    async def _forget_all(self, person: PersonKey, req: CommandRequest) -> CommandReply:
+        """In a DM scope: every scope of the platform (what the DM shows); elsewhere: here."""
+        word = team_word(person.platform)
+        if spans_platform(person):
+            done = await self.eraser.forget_on_platform(person, requested_by=req.platform)
+            names = [scope_name(s.id) for s in done.scopes]
+            held = (
+                f" (I held something in {', '.join(names[:MAX_NAMED])}"
+                + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
+                + ")"
+                if names
+                else ""
+            )
+            ids = ", ".join(f"`{r.id}`" for r in done.receipts[:MAX_NAMED])
+            more = (
+                f" and {len(done.receipts) - MAX_NAMED} more"
+                if len(done.receipts) > MAX_NAMED
+                else ""
+            )
+            return CommandReply(
+                f"Done. I erased everything I held about you on {everywhere(person)}{held}: "
+                f"{_erased(done.counts)} Receipt(s): {ids}{more} (one per place; each keeps "
+                "the date and its counts, no content)."
+            )
+        receipt = await self.eraser.forget_all(person, requested_by=req.platform)
+        other = (
+            f" Other {word}s and your DMs keep theirs: `/memory forget all` in a DM with me "
+            "erases everything."
+            if person.platform in DM_SCOPE_PLATFORMS
+            else ""
+        )
+        return CommandReply(
+            f"Done. I erased everything I held about you in this {word}: "
+            f"{_erased(counts_of(receipt))} Receipt: `{receipt.id}` (it keeps the date and "
+            f"these counts, no content).{other}"
+        )
 
     async def forget_all(self, person: PersonKey, *, requested_by: str = "") -> ErasureCounts:
         """Erase everything about the person in every tier (see `bot.memory.erasure`)."""

@@ -33,6 +33,7 @@ from bot.memory.render import (
     RECALLED_TOKENS,
 )
 from bot.memory.session import HotSession, SessionMemory
+from bot.memory.speaker_facts import facts_for
 from bot.messages import IncomingMessage, ReplySink
 from bot.model import ModelError, ModelResponse
 from bot.stores.protocols import FactStore, StoreUnavailable
@@ -216,7 +217,7 @@ class TurnRunner:
         await sink.working()
         hot = await self.memory.load(session)
         history = list(hot.tail)
-        facts = await self.facts.list_facts(person)
+        facts = await facts_for(self.facts, person)  # a DM scope: all of theirs on the platform
         earlier = [m.content for m in history if m.role == "user" and m.speaker == person.id]
         used = {c["function"]["name"] for m in history for c in (m.tool_calls or [])}
         await toolbox.prepare(msg.text, earlier[-3:], used)  # many tools: the relevant ones

@@ -22,6 +22,7 @@ from typing import Any
 
 from bot.memory.prompts import SYSTEM_PROMPT
 from bot.memory.render import group_turns, is_private_turn, render_group
+from bot.memory.speaker_facts import remembered_elsewhere
 from bot.memory.tags import tag_recalled
 from bot.stores.records import Fact, PinnedFact, StoredMessage
 from bot.tokens import REPLY_PRIMER, TokenCounter
@@ -56,10 +57,16 @@ class BuiltContext:
     notes: list[str] = field(default_factory=list)
 
 
+def _fact_line(fact: Fact, speaker: str) -> str:
+    """A fact of another scope (a guild's, used in a DM) says where it was remembered."""
+    where = remembered_elsewhere(fact, speaker)
+    return f"- {fact.text} (remembered in {where})" if where else f"- {fact.text}"
+
+
 def memory_note(view: MemoryView) -> str:
     parts: list[str] = []
     if view.speaker_facts:
-        lines = "\n".join(f"- {f.text}" for f in view.speaker_facts)
+        lines = "\n".join(_fact_line(f, view.speaker) for f in view.speaker_facts)
         parts.append("What you know about the person you are answering:\n" + tag_recalled(lines))
     if view.pinned:
         lines = "\n".join(f"- {p.text}" for p in view.pinned)

@@ -1,5 +1,6 @@
 """`/memory forget all`: erase everything the bot holds about one person, in every tier, and keep
-a receipt.
+a receipt. In a DM scope (`bot.memory.speaker_facts`), where every fact of the person on the
+platform is used and shown, it erases them in every scope of the platform (`forget_on_platform`).
 
 Tiers: the person's facts (every version), their turns in stored conversations (their messages
 and what the bot did and said in answer: tool calls, results, replies), the raw tool-call logs of
@@ -25,6 +26,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Protocol
 
 from bot.keys import PersonKey, SessionKey
@@ -42,6 +44,16 @@ class ErasureCounts:
     tool_calls: int = 0
     summaries: int = 0
     memories: int = 0  # long-term memory index entries (with their vectors)
+
+
+@dataclass(frozen=True)
+class PlatformErasure:
+    """What `forget_on_platform` erased: totals, the scopes that held something, and one
+    receipt per scope erased (the asking person's first)."""
+
+    counts: ErasureCounts
+    scopes: list[PersonKey]
+    receipts: list[ErasureReceipt]
 
 
 class MemoryTiers(Protocol):
@@ -71,7 +83,55 @@ class Eraser:
         self.tiers = tiers or []
 
     async def forget_all(self, person: PersonKey, *, requested_by: str = "") -> ErasureReceipt:
+        """Erase this one person key (one team/guild, or one DM scope) and keep a receipt."""
         started, at = time.perf_counter(), codec.now_ms()
+        counts = await self._erase(person)
+        await self._compact()
+        return await self._receipt(person, counts, at, requested_by, _ms(started))
+
+    async def forget_on_platform(
+        self, person: PersonKey, *, requested_by: str = ""
+    ) -> PlatformErasure:
+        """Erase this person's user in every scope of the platform: the DM scope and every
+        team/guild. The scopes are those where the user has facts, plus every team with a
+        conversation on the platform (whatever else the bot holds about a person was said in a
+        conversation, and the store keeps every session's head even after its messages are
+        pruned); a scope where they hold nothing costs one pass of index lookups. One receipt per
+        scope that held something, and always one for `person`."""
+        at = codec.now_ms()
+        erased: list[tuple[PersonKey, ErasureCounts, float]] = []
+        for scope in await self._scopes(person):
+            started = time.perf_counter()
+            counts = await self._erase(scope, once_if_empty=scope != person)
+            if scope == person or any(asdict(counts).values()):
+                erased.append((scope, counts, _ms(started)))
+        await self._compact()
+        receipts = [
+            await self._receipt(scope, counts, at, requested_by, ms) for scope, counts, ms in erased
+        ]
+        total = ErasureCounts(
+            **{f: sum(asdict(c)[f] for _, c, _ in erased) for f in asdict(ErasureCounts())}
+        )
+        held = [scope for scope, counts, _ in erased if any(asdict(counts).values())]
+        return PlatformErasure(counts=total, scopes=held, receipts=receipts)
+
+    async def _scopes(self, person: PersonKey) -> list[PersonKey]:
+        found: set[PersonKey] = set()
+        for fact in await self.store.list_user_facts(person, history=True):
+            with contextlib.suppress(ValueError):
+                found.add(PersonKey.parse(fact.person))
+        for session_id in await self.store.session_heads():
+            with contextlib.suppress(ValueError):
+                key = SessionKey.parse(session_id)
+                if key.platform == person.platform:
+                    found.add(PersonKey(person.platform, key.team, person.user))
+        found.discard(person)
+        return [person, *sorted(found, key=lambda p: p.id)]
+
+    async def _erase(self, person: PersonKey, *, once_if_empty: bool = False) -> ErasureCounts:
+        """Every tier, twice (the second pass takes what in-flight work stored meanwhile);
+        `once_if_empty`: a scope where the first pass found nothing is not passed again (a turn
+        of theirs starting there now is no different from one just after the erasure)."""
         facts = messages = calls = summaries = memories = 0
         scrubbed: set[str] = set()
         for _pass in range(2):
@@ -81,6 +141,8 @@ class Eraser:
             calls += await self.store.delete_speaker_calls(person)
             for tier in self.tiers:
                 memories += await tier.erase_person(person)
+            if once_if_empty and not (sessions or facts or messages or calls or memories):
+                break
             for session_id in sessions:
                 if session_id in scrubbed:
                     continue
@@ -93,10 +155,21 @@ class Eraser:
                     summaries += await self._scrub_session(key, person)
                     if self.on_erased is not None:
                         await self.on_erased([session_id])
+        return ErasureCounts(facts, messages, calls, summaries, memories)
+
+    async def _compact(self) -> None:
         await self.store.compact()
         for tier in self.tiers:
             await tier.compact()
-        counts = ErasureCounts(facts, messages, calls, summaries, memories)
+
+    async def _receipt(
+        self,
+        person: PersonKey,
+        counts: ErasureCounts,
+        at: datetime,
+        requested_by: str,
+        duration_ms: float,
+    ) -> ErasureReceipt:
         receipt = ErasureReceipt(
             id="r" + secrets.token_hex(6),
             person=person.id,
@@ -114,7 +187,7 @@ class Eraser:
                     "person": person.id,
                     "receipt": receipt.id,
                     **receipt.counts,
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                    "duration_ms": duration_ms,
                 }
             },
         )
@@ -144,6 +217,10 @@ class Eraser:
             if await self.store.put_state(key, state):
                 return int(dropped)
         raise RuntimeError(f"session state of {key.id} kept changing during an erasure")
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 1)
 
 
 def counts_of(receipt: ErasureReceipt) -> ErasureCounts:

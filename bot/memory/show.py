@@ -1,12 +1,14 @@
 """How `/memory show` words a person's facts: each with its short id, where it came from (the
 person's words, tool data or an inference), since when, and the message it came from, so the
-person can see why the bot knows it. History adds closed versions with their dates."""
+person can see why the bot knows it. History adds closed versions with their dates. In a DM
+scope the list spans the platform, and a fact remembered elsewhere says where (a guild)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from bot.keys import SessionKey
+from bot.memory.speaker_facts import remembered_elsewhere
 from bot.stores.records import Fact
 
 _SOURCE = {"user": "you said", "tool": "tool data", "inferred": "inferred"}
@@ -31,34 +33,44 @@ def _why(fact: Fact) -> str:
     return source
 
 
-def _line(fact: Fact) -> str:
+def _line(fact: Fact, here: str) -> str:
     key = f"[{fact.key}] " if fact.key else ""
     since = f"{fact.valid_from:%Y-%m-%d}"
+    elsewhere = remembered_elsewhere(fact, here) if here else ""
+    where = f" (remembered in {elsewhere})" if elsewhere else ""
     if fact.valid_to is None:
-        return f"• `{fact.id}` {key}{fact.text} — _{_why(fact)}, since {since}_"
+        return f"• `{fact.id}` {key}{fact.text}{where} — _{_why(fact)}, since {since}_"
     how = "replaced" if fact.closed_reason == "updated" else "closed"
     then = f" by `{fact.replaced_by}`" if fact.replaced_by else ""
     return (
-        f"• ~`{fact.id}`~ {key}{fact.text} — _{_why(fact)}, {since} → {how}{then} "
+        f"• ~`{fact.id}`~ {key}{fact.text}{where} — _{_why(fact)}, {since} → {how}{then} "
         f"{fact.valid_to:%Y-%m-%d}_"
     )
 
 
-def render_facts(facts: Sequence[Fact], *, history: bool = False) -> str:
+def render_facts(
+    facts: Sequence[Fact], *, history: bool = False, here: str = "", platform_wide: str = ""
+) -> str:
+    """`here`: the asking person's id (facts of other scopes are marked); `platform_wide`: the
+    whole platform as a person reads it, when the list spans it (a DM scope)."""
     live = [f for f in facts if f.live]
     closed = [f for f in facts if not f.live]
     if not live and not closed:
         return "I don't remember anything about you yet."
     parts: list[str] = []
     if live:
-        parts.append("Here is what I remember about you:")
-        parts.extend(_line(f) for f in live[-MAX_SHOWN:])
+        parts.append(
+            f"Here is what I remember about you on {platform_wide}:"
+            if platform_wide
+            else "Here is what I remember about you:"
+        )
+        parts.extend(_line(f, here) for f in live[-MAX_SHOWN:])
     else:
         parts.append("I hold no current facts about you.")
     if history:
         if closed:
             parts.append("Replaced or closed earlier:")
-            parts.extend(_line(f) for f in closed[-MAX_SHOWN:])
+            parts.extend(_line(f, here) for f in closed[-MAX_SHOWN:])
         else:
             parts.append("Nothing was replaced or closed.")
     parts.append(

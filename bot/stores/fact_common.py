@@ -11,6 +11,16 @@ from bot.stores.ids import clean_fact_text
 from bot.stores.records import Fact, FactSource
 
 
+def user_key(person_id: str) -> str | None:
+    """`platform:user` of a person id (`platform:team:user`): what every scope of one user on one
+    platform (each team or guild, and a DM scope) shares. Parts never contain ":", so it is
+    unambiguous; None for a malformed id (such a row never matches)."""
+    parts = person_id.split(":")
+    if len(parts) != 3 or not all(parts):
+        return None
+    return f"{parts[0]}:{parts[2]}"
+
+
 def closed_norm(fact_id: str) -> str:
     """The `live_norm` of a closed version: "~" never starts a normalised live text."""
     return f"~{fact_id}"

@@ -1,7 +1,9 @@
 """Versioned facts (`facts`) and erasure receipts (`erasure_receipts`) in MongoDB, mixed into
 `MongoStore`.
 
-One document per version. `live_norm` is the normalised text while the version is live and
+One document per version. `user_key` (`platform:user`, see `fact_common.user_key`) is indexed
+so one user's facts in every team and DM scope of a platform are found without reading anyone
+else's. `live_norm` is the normalised text while the version is live and
 `~<id>` once closed, so a unique index on (person, live_norm) forbids two live copies of one
 fact while closed versions may repeat it (no partial index needed, which older servers lack).
 
@@ -24,7 +26,7 @@ from pymongo.errors import DuplicateKeyError, OperationFailure
 
 from bot.keys import PersonKey, SessionKey
 from bot.stores import codec
-from bot.stores.fact_common import closed_norm, draft_fact, lineage
+from bot.stores.fact_common import closed_norm, draft_fact, lineage, user_key
 from bot.stores.ids import FACT_ID_ATTEMPTS, canonical_fact_id, new_fact_id, normalize_fact
 from bot.stores.protocols import StaleFact
 from bot.stores.records import ErasureReceipt, Fact, FactSource
@@ -44,6 +46,7 @@ def _fact_doc(fact: Fact) -> Doc:
     doc["live"] = fact.live
     doc["live_norm"] = normalize_fact(fact.text) if fact.live else closed_norm(fact.id)
     doc["claimed_at"] = None
+    doc["user_key"] = user_key(fact.person)
     return doc
 
 
@@ -71,6 +74,13 @@ class MongoFacts:
             [("person", ASCENDING), ("live_norm", ASCENDING)], unique=True
         )
         await self._facts.create_index([("person", ASCENDING), ("live", ASCENDING)])
+        async for old in self._facts.find({"user_key": {"$exists": False}}, {"person": 1}):
+            await self._facts.update_one(
+                {"_id": old["_id"]}, {"$set": {"user_key": user_key(str(old.get("person", "")))}}
+            )
+        await self._facts.create_index(
+            [("user_key", ASCENDING), ("live", ASCENDING), ("created_at", ASCENDING)]
+        )
         await self._receipts.create_index([("person", ASCENDING), ("created_at", ASCENDING)])
 
     async def add_fact(
@@ -138,7 +148,7 @@ class MongoFacts:
         valid_from: datetime | None,
     ) -> Fact | None:
         pid, fid = person.id, canonical_fact_id(old_id)
-        live = await self._live_docs(pid)
+        live = await self._live_docs({"person": pid})
         old_doc = next((d for d in live if d["id"] == fid), None)
         now = codec.now_ms()
         # Claim the old version (a short lease, so a crash before the insert frees it): of two
@@ -198,22 +208,30 @@ class MongoFacts:
             },
         )
 
-    async def _live_docs(self, pid: str) -> list[Doc]:
-        """Live versions, finishing any close a crash interrupted (see the module docstring)."""
-        docs = await self._facts.find({"person": pid, "live": True}).sort(_ORDER).to_list()
-        replaced = {old: d for d in docs for old in d.get("replaces") or ()}
-        stale = [d for d in docs if d["id"] in replaced]
+    async def _live_docs(self, scope: Doc) -> list[Doc]:
+        """Live versions (of one person, or of one user's scopes), finishing any close a crash
+        interrupted (see the module docstring). Ids are unique per person only."""
+        docs = await self._facts.find({**scope, "live": True}).sort(_ORDER).to_list()
+        replaced = {(d["person"], old): d for d in docs for old in d.get("replaces") or ()}
+        stale = [d for d in docs if (d["person"], d["id"]) in replaced]
         for d in stale:
-            newer = replaced[d["id"]]
-            await self._close(pid, d["id"], codec.now_ms(), "updated", newer["id"])
-        return [d for d in docs if d["id"] not in replaced]
+            newer = replaced[(d["person"], d["id"])]
+            await self._close(d["person"], d["id"], codec.now_ms(), "updated", newer["id"])
+        return [d for d in docs if (d["person"], d["id"]) not in replaced]
 
     async def list_facts(self, person: PersonKey, *, history: bool = False) -> list[Fact]:
         with self._guard("list_facts"):
-            live = await self._live_docs(person.id)
-            if not history:
-                return [codec.load(Fact, d) for d in live]
-            docs = await self._facts.find({"person": person.id}).sort(_ORDER).to_list()
+            return await self._list({"person": person.id}, history)
+
+    async def list_user_facts(self, person: PersonKey, *, history: bool = False) -> list[Fact]:
+        with self._guard("list_user_facts"):
+            return await self._list({"user_key": user_key(person.id)}, history)
+
+    async def _list(self, scope: Doc, history: bool) -> list[Fact]:
+        live = await self._live_docs(scope)
+        if not history:
+            return [codec.load(Fact, d) for d in live]
+        docs = await self._facts.find(scope).sort(_ORDER).to_list()
         return [codec.load(Fact, d) for d in docs]
 
     async def delete_fact(self, person: PersonKey, fact_id: str) -> bool:

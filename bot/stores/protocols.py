@@ -118,6 +118,12 @@ class FactStore(Protocol):
     async def list_facts(self, person: PersonKey, *, history: bool = False) -> list[Fact]:
         """Live facts, oldest first; with `history`, every version (closed ones too)."""
 
+    async def list_user_facts(self, person: PersonKey, *, history: bool = False) -> list[Fact]:
+        """As `list_facts`, for every scope of this person's user id on this person's platform:
+        each team/guild and the DM scope (`person.team` only names one of them). Each fact's
+        `person` says where it was remembered. Found by an index on (platform, user): other
+        people's facts are never read. Fact ids are unique per scope, not across them."""
+
     async def delete_fact(self, person: PersonKey, fact_id: str) -> bool:
         """Erase a fact and the older versions it replaced. Ids are matched case-insensitively,
         surrounding spaces ignored (as users type them)."""

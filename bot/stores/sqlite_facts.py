@@ -1,7 +1,9 @@
 """Versioned facts (`fact_versions`) and erasure receipts in the embedded SQLite store, mixed
 into `SqliteStore`.
 
-Every version is a row; `live_norm` is the normalised text while the version is live and
+Every version is a row; `user_key` (`platform:user`, see `fact_common.user_key`) is indexed so
+one user's facts in every team and DM scope of a platform are found without reading anyone
+else's. `live_norm` is the normalised text while the version is live and
 `~<id>` once closed, so the unique index on (person, live_norm) forbids two live copies of one
 fact while any number of closed ones may repeat it. A replacement and the close of the version
 it replaces happen in one transaction.
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from bot.keys import PersonKey, SessionKey
 from bot.stores import codec
-from bot.stores.fact_common import closed_norm, draft_fact, lineage
+from bot.stores.fact_common import closed_norm, draft_fact, lineage, user_key
 from bot.stores.ids import FACT_ID_ATTEMPTS, canonical_fact_id, new_fact_id, normalize_fact
 from bot.stores.protocols import StaleFact
 from bot.stores.records import ErasureReceipt, Fact, FactSource
@@ -33,6 +35,7 @@ CREATE TABLE IF NOT EXISTS fact_versions (
     live_norm TEXT NOT NULL,
     live INTEGER NOT NULL,
     doc TEXT NOT NULL,
+    user_key TEXT,
     UNIQUE (person, id),
     UNIQUE (person, live_norm)
 );
@@ -46,19 +49,33 @@ CREATE INDEX IF NOT EXISTS erasure_receipts_person ON erasure_receipts (person);
 
 
 def migrate_facts(conn: sqlite3.Connection) -> None:
-    """Create `fact_versions`; move the rows of the unversioned `facts` table into it (once)."""
+    """Create `fact_versions`; move the rows of the unversioned `facts` table into it (once);
+    give rows written before `user_key` theirs (once)."""
     conn.executescript(FACTS_SCHEMA)
     old = conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'facts'"
     ).fetchone()
-    if old is None:
-        return
+    if old is not None:
+        with transaction(conn):
+            conn.execute(
+                "INSERT OR IGNORE INTO fact_versions (person, id, live_norm, live, doc) "
+                "SELECT person, id, norm, 1, doc FROM facts ORDER BY n"
+            )
+            conn.execute("DROP TABLE facts")
+    columns = {str(c[1]) for c in conn.execute("PRAGMA table_info(fact_versions)")}
     with transaction(conn):
-        conn.execute(
-            "INSERT OR IGNORE INTO fact_versions (person, id, live_norm, live, doc) "
-            "SELECT person, id, norm, 1, doc FROM facts ORDER BY n"
+        if "user_key" not in columns:
+            conn.execute("ALTER TABLE fact_versions ADD COLUMN user_key TEXT")
+        people = conn.execute(
+            "SELECT DISTINCT person FROM fact_versions WHERE user_key IS NULL"
+        ).fetchall()
+        conn.executemany(
+            "UPDATE fact_versions SET user_key = ? WHERE person = ? AND user_key IS NULL",
+            [(user_key(str(p)), str(p)) for (p,) in people],
         )
-        conn.execute("DROP TABLE facts")
+        conn.execute(
+            "CREATE INDEX IF NOT EXISTS fact_versions_user ON fact_versions (user_key, live, n)"
+        )
 
 
 class SqliteFacts:
@@ -161,6 +178,18 @@ class SqliteFacts:
 
         return await self._db.call(run)
 
+    async def list_user_facts(self, person: PersonKey, *, history: bool = False) -> list[Fact]:
+        key = user_key(person.id)
+        sql = "SELECT doc FROM fact_versions WHERE user_key = ?"
+        if not history:
+            sql += " AND live = 1"
+
+        def run(conn: sqlite3.Connection) -> list[Fact]:
+            rows = conn.execute(sql + " ORDER BY n", (key,)).fetchall()
+            return [codec.load_json(Fact, r[0]) for r in rows]
+
+        return await self._db.call(run)
+
     async def delete_fact(self, person: PersonKey, fact_id: str) -> bool:
         pid, fid = person.id, canonical_fact_id(fact_id)
 
@@ -213,9 +242,9 @@ def _insert(conn: sqlite3.Connection, draft: Fact) -> Fact:
     for _ in range(FACT_ID_ATTEMPTS):
         fact = draft.model_copy(update={"id": new_fact_id()})
         cur = conn.execute(
-            "INSERT INTO fact_versions (person, id, live_norm, live, doc) VALUES (?, ?, ?, 1, ?) "
-            "ON CONFLICT (person, id) DO NOTHING",
-            (fact.person, fact.id, norm, codec.dump_json(fact)),
+            "INSERT INTO fact_versions (person, id, live_norm, live, doc, user_key) "
+            "VALUES (?, ?, ?, 1, ?, ?) ON CONFLICT (person, id) DO NOTHING",
+            (fact.person, fact.id, norm, codec.dump_json(fact), user_key(fact.person)),
         )
         if cur.rowcount == 1:
             return fact

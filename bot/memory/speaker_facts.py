@@ -1,0 +1,58 @@
+"""Which of a person's facts a place may use (DESIGN, conversation behaviour).
+
+A person is `platform:team:user`. Where a platform's DMs have no team (Discord), the adapter puts
+them in the DM scope `DM_SCOPE`: only that person reads a reply there, so a DM may use all of
+their facts on the platform (every guild and the DM scope), each marked with where it was
+remembered; anywhere else, only the facts of that one team/guild. Slack DMs belong to a
+workspace (their team is the workspace id), so they are not a DM scope: a Slack DM sees that
+workspace's facts, as its channels do, and workspaces never share.
+"""
+
+from __future__ import annotations
+
+from bot.keys import PersonKey
+from bot.stores.protocols import FactStore
+from bot.stores.records import Fact
+
+# The team of a DM that has none (`adapters.discord.handlers.DM_TEAM` is this value).
+DM_SCOPE = "@dm"
+DM_SCOPE_PLATFORMS = frozenset({"discord"})  # platforms whose adapter has a DM scope
+_TEAM_WORD = {"discord": "server", "slack": "workspace"}
+
+
+def spans_platform(person: PersonKey) -> bool:
+    """A DM scope: the person's facts of every team on the platform may be used here."""
+    return person.team == DM_SCOPE
+
+
+async def facts_for(store: FactStore, person: PersonKey, *, history: bool = False) -> list[Fact]:
+    """The person's facts this place may use (and `/memory` there shows and erases)."""
+    if spans_platform(person):
+        return await store.list_user_facts(person, history=history)
+    return await store.list_facts(person, history=history)
+
+
+def scope_name(person_id: str) -> str:
+    """Where a fact was remembered, as a person reads it: "your DMs", "server 123"."""
+    try:
+        key = PersonKey.parse(person_id)
+    except ValueError:
+        return "another place"
+    if key.team == DM_SCOPE:
+        return "your DMs"
+    return f"{team_word(key.platform)} {key.team}"
+
+
+def team_word(platform: str) -> str:
+    """What the platform calls a team: "server" (Discord), "workspace" (Slack)."""
+    return _TEAM_WORD.get(platform, "team")
+
+
+def everywhere(person: PersonKey) -> str:
+    """The whole platform as a person reads it: "Discord, in your DMs and every server"."""
+    return f"{person.platform.capitalize()}, in your DMs and every {team_word(person.platform)}"
+
+
+def remembered_elsewhere(fact: Fact, speaker: str) -> str:
+    """Where a fact of another scope was remembered; empty for the speaker's own scope."""
+    return "" if fact.person == speaker else scope_name(fact.person)
