@@ -619,7 +619,7 @@ def figures(ours: list[BackendResult], sdk: BackendResult, missing: dict[str, st
         sizes = sorted(r.steady)
         if len(sizes) < 2:
             why = "; ".join(r.skipped.values()) or "fewer than two sizes ran"
-            out.append(skipped(f"{r.name}: flat 10,000/10", "≤ 1.5×", why))
+            out.append(skipped(f"{r.name}: flat {SIZES[-1]:,}/{SIZES[0]}", "≤ 1.5×", why))
             continue
         small, large = sizes[0], sizes[-1]
         a, b = r.steady[small], r.steady[large]

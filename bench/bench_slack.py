@@ -87,8 +87,20 @@ class SleepCore:
     """Stands in for the core: the model 'answers' after a fixed delay, streamed in two parts."""
 
     def __init__(self, latency: float) -> None:
+        from bot.inbox import InboxWorker
+
         self.latency = latency
         self.seen: set[str] = set()
+        self.worker = InboxWorker(None, first_delivery=self.first_delivery)  # no durable inbox
+
+    async def enqueue(self, item: Any) -> bool:
+        return await self.worker.put(item)
+
+    def serve_inbox(self, kind: str, handler: Any) -> None:
+        self.worker.serve(kind, handler)
+
+    async def stop_inbox(self, grace: float) -> int:
+        return await self.worker.stop(grace)
 
     async def handle_message(self, message: Any, sink: Any) -> None:
         await sink.working()

@@ -214,11 +214,15 @@ def _valid_figures(obj: object) -> list[dict[str, Any]]:
 
 
 def _tail(path: Path, lines: int = 3) -> str:
+    """The last words of a bench's output: a traceback's exception line, else its last lines."""
     try:
-        text = path.read_text(errors="replace").strip().splitlines()
+        text = [line.strip() for line in path.read_text(errors="replace").splitlines()]
     except OSError:
         return ""
-    return " | ".join(line.strip() for line in text[-lines:])[:300]
+    text = [line for line in text if line]
+    if any(line.startswith("Traceback (most recent call last)") for line in text):
+        return text[-1][:300]
+    return " | ".join(text[-lines:])[:300]
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

@@ -21,6 +21,7 @@ from bot.config import Settings
 from bot.core import CommandReply, CommandRequest
 from bot.files.intake import FileLimits, too_many_files_reply
 from bot.files.vision import Vision
+from bot.inbox import Handler, InboxWorker
 from bot.keys import SessionKey
 from bot.memory.context import ContextBuilder
 from bot.memory.episodic.service import RECALL_SHARE, EpisodicMemory, open_episodic
@@ -31,12 +32,14 @@ from bot.messages import IncomingMessage, ReplySink
 from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient, ModelError
 from bot.ratelimit import Rate, TurnLimiter
-from bot.stores.factory import open_cache, open_store
+from bot.stores.factory import open_cache, open_inbox, open_store, open_write_marks
+from bot.stores.inbox import Inbox, InboxItem
 from bot.stores.protocols import Cache, LockTimeout, Store, StoreUnavailable
 from bot.text import clean_message, clean_request
 from bot.tokens import TokenCounter
 from bot.toolbox import ToolboxFactory
 from bot.turn import STORE_DOWN_REPLY, Model, TurnResult, TurnRunner
+from tools.idempotency import IdempotencyCache
 from tools.keylocks import KeyLocks
 
 if TYPE_CHECKING:
@@ -72,8 +75,11 @@ class BotApp:
         model: Model,
         summary_model: Model | None = None,
         episodic: EpisodicMemory | None = None,
+        inbox: Inbox | None = None,
+        write_marks: IdempotencyCache | None = None,
     ) -> None:
         self.settings = settings
+        self.inbox = inbox  # durable events between a platform's ack and the turn; None: off
         self.episodic = episodic  # long-term episodic memory; None: the turn recalls nothing
         self.store = store
         self.cache = cache
@@ -97,7 +103,11 @@ class BotApp:
             store, JsonAsker(MeteredModel(self.summary_model, "memory"), max_tokens=400)
         )
         self.toolboxes = ToolboxFactory(
-            settings, store=store, cache=cache, reconciler=self.reconciler
+            settings,
+            store=store,
+            cache=cache,
+            reconciler=self.reconciler,
+            write_marks=write_marks,
         )
         self.toolboxes.count_tokens = self.counter.tools
         self.limiter = TurnLimiter(
@@ -131,6 +141,16 @@ class BotApp:
             lock_session=self._session_turn,
         )
         self.session_locks: KeyLocks[str] = KeyLocks()  # in-process, by session id
+        claim = settings.bot_inbox_claim_seconds
+        self.worker = InboxWorker(
+            inbox,
+            first_delivery=self.first_delivery,
+            claim_after=claim,
+            order_wait=settings.bot_turn_timeout + claim + 30.0,
+        )
+        # The cross-process session lock outlives a killed holder by this much only, so a turn
+        # taken over from a dead replica's inbox entry never waits out the dead turn's lock.
+        self.lock_lease = max(1.0, min(claim * 0.75, 30.0))
         self._bg = _Background(set(), {})
         self._summary_format = 0  # index of the structured-output form the server accepts
         self.nightly: NightlySchedule | None = None  # started by start()
@@ -195,6 +215,15 @@ class BotApp:
     async def first_delivery(self, event_id: str) -> bool:
         return await self.cache.set_nx(f"event:{event_id}", ttl=24 * 3600)
 
+    async def enqueue(self, item: InboxItem) -> bool:
+        return await self.worker.put(item)
+
+    def serve_inbox(self, kind: str, handler: Handler) -> None:
+        self.worker.serve(kind, handler)
+
+    async def stop_inbox(self, grace: float) -> int:
+        return await self.worker.stop(grace)
+
     async def health(self) -> dict[str, bool]:
         async def check(ping: Awaitable[bool]) -> bool:
             try:
@@ -205,7 +234,18 @@ class BotApp:
         store_ok, cache_ok = await asyncio.gather(
             check(self.store.ping()), check(self.cache.ping())
         )
-        return {"store": store_ok, "cache": cache_ok}
+        status = {"store": store_ok, "cache": cache_ok}
+        if self.inbox is not None and self.worker.kinds:  # served here: is it keeping up?
+            status["inbox"] = await check(self._inbox_keeping_up())
+        return status
+
+    async def _inbox_keeping_up(self) -> bool:
+        assert self.inbox is not None
+        limit = self.settings.bot_inbox_max_age_seconds
+        for kind in self.worker.kinds:
+            if (await self.inbox.stats(kind)).oldest_age > limit:
+                return False
+        return True
 
     async def start(self) -> None:
         """Start background jobs for a long-running surface (`bot slack`, `bot discord` call
@@ -230,6 +270,7 @@ class BotApp:
     async def close(self) -> None:
         if self.nightly is not None:
             await self.nightly.stop()
+        await self.worker.stop(grace=0.0)  # adapters stop it first, with their grace period
         await self.drain(within=30.0)
         await self.toolboxes.close()
         await self.model.close()
@@ -240,6 +281,8 @@ class BotApp:
         await self.cache.close()
         if self.memory_index is not None:
             await self.memory_index.close()
+        if self.inbox is not None:
+            await self.inbox.close()
         await self.store.close()
 
     # ordering --------------------------------------------------------------------------------
@@ -250,7 +293,7 @@ class BotApp:
         timeout = self.settings.bot_turn_timeout
         async with self.session_locks.hold(session.id):
             async with self.cache.lock(
-                f"lock:session:{session.id}", ttl=timeout + 30, wait=timeout
+                f"lock:session:{session.id}", ttl=self.lock_lease, wait=timeout, keep_alive=True
             ):
                 yield
 
@@ -334,6 +377,20 @@ async def build_app(
     except Exception as exc:
         await store.close()
         raise StartupError(f"cannot open the cache: {exc}") from None
+    try:
+        inbox = await open_inbox(
+            mode=settings.bot_inbox,
+            redis_url=settings.redis_url,
+            prefix=settings.bot_redis_prefix,
+            store=store,
+            data_dir=settings.bot_data_dir,
+            claim_after=settings.bot_inbox_claim_seconds,
+        )
+        write_marks = await open_write_marks(inbox)
+    except Exception as exc:
+        await cache.close()
+        await store.close()
+        raise StartupError(f"cannot open the inbox: {exc}") from None
     model = ModelClient(
         api_key=api_key,
         base_url=settings.openai_base_url,
@@ -342,7 +399,9 @@ async def build_app(
         max_retries=settings.bot_model_retries,
     )
     if not episodic:
-        app = BotApp(settings, store=store, cache=cache, model=model)
+        app = BotApp(
+            settings, store=store, cache=cache, model=model, inbox=inbox, write_marks=write_marks
+        )
         try:
             from bot.memory.index_tiers import attach_memory_index
 
@@ -361,10 +420,20 @@ async def build_app(
             base_url=settings.openai_base_url,
         )
     except Exception as exc:
+        if inbox is not None:
+            await inbox.close()
         await cache.close()
         await store.close()
         raise StartupError(f"cannot open the long-term memory: {exc}") from None
-    app = BotApp(settings, store=store, cache=cache, model=model, episodic=memory)
+    app = BotApp(
+        settings,
+        store=store,
+        cache=cache,
+        model=model,
+        episodic=memory,
+        inbox=inbox,
+        write_marks=write_marks,
+    )
     if memory.embedder is not None:
         # The same embedder ranks tools when a team has more than fit well in one request.
         app.toolboxes.selector.embedder = memory.embedder

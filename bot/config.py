@@ -62,6 +62,13 @@ class Settings(BaseSettings):
     # one Redis without seeing each other's sessions, locks or de-duplication marks.
     bot_redis_prefix: str = Field(default="bot:", min_length=1, max_length=100)
     bot_data_dir: Path = Path("./.bot-data")
+    # The durable inbox between a platform's ack and the turn (bot.inbox): `auto` is Redis
+    # Streams with REDIS_URL, else a table of the SQLite store; `off` handles events in memory.
+    bot_inbox: Literal["auto", "off"] = "auto"
+    # Seconds a worker's entry may go unrenewed before another worker takes it over.
+    bot_inbox_claim_seconds: float = Field(default=20.0, ge=0.5, le=3600)
+    # /healthz fails when the oldest unhandled entry is older than this.
+    bot_inbox_max_age_seconds: float = Field(default=300.0, gt=0)
     bot_session_ttl: float = Field(default=1800.0, gt=0)
     # Embeddings for long-term memory: local | none | a model at the endpoint; unset = local
     # when the `embeddings` extra is installed, else none (bot.embeddings.factory).

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from bot.inbox import Handler, InboxItem
 from bot.keys import SessionKey
 from bot.messages import IncomingMessage, ReplySink
 
@@ -46,6 +47,19 @@ class BotCore(Protocol):
 
     async def first_delivery(self, event_id: str) -> bool:
         """True the first time an event id is seen (across processes, via the cache's SET NX)."""
+
+    async def enqueue(self, item: InboxItem) -> bool:
+        """Write an accepted event to the durable inbox before the platform is acked (False: a
+        re-delivery already accepted, by any process). Never raises: when the inbox cannot be
+        written the event is handled in this process at once."""
+
+    def serve_inbox(self, kind: str, handler: Handler) -> None:
+        """Start taking inbox entries of `kind` and running `handler` for each (in arrival
+        order per session, across every process), until `stop_inbox`."""
+
+    async def stop_inbox(self, grace: float) -> int:
+        """Stop taking entries; let running handlers finish within `grace` seconds and hand
+        the rest back to the inbox (another process takes them). Returns how many."""
 
     async def health(self) -> dict[str, bool]:
         """Component -> reachable; used by /healthz and `bot doctor`."""

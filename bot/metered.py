@@ -68,7 +68,7 @@ class MeteredModel:
 
 
 def record_turn(platform: str, result: TurnResult, known_tools: set[str]) -> None:
-    ok = result.outcome in ("answer", "max_rounds")
+    ok = result.outcome in ("answer", "max_rounds", "replayed")
     TURNS.labels(platform, "ok" if ok else "error").inc()
     TURN_LATENCY.labels(platform).observe(result.duration_ms / 1000)
     if not ok:

@@ -181,3 +181,42 @@ CONSOLIDATION_SECONDS = Histogram(
     buckets=(1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 14400.0),
     registry=REGISTRY,
 )
+
+# The durable inbox between the ack and the turn (bot.inbox). `kind` is the entry kind
+# (slack.message, discord.message).
+INBOX_DEPTH = Gauge(
+    "bot_inbox_depth",
+    "Entries in the durable inbox not handled yet (waiting or in flight, every replica).",
+    ["kind"],
+    registry=REGISTRY,
+)
+INBOX_OLDEST = Gauge(
+    "bot_inbox_oldest_seconds",
+    "Age of the oldest entry of the inbox not handled yet (0 when empty).",
+    ["kind"],
+    registry=REGISTRY,
+)
+INBOX_CLAIMED = Counter(
+    "bot_inbox_claimed_total",
+    "Entries this process took over from a dead or stopping worker (or an earlier attempt).",
+    ["kind"],
+    registry=REGISTRY,
+)
+INBOX_DEAD_LETTER = Counter(
+    "bot_inbox_dead_letter_total",
+    "Entries dropped after too many deliveries (each attempt crashed its worker).",
+    ["kind"],
+    registry=REGISTRY,
+)
+INBOX_FALLBACK = Counter(
+    "bot_inbox_fallback_total",
+    "Events run in this process at once because the inbox could not be written (no durability).",
+    ["kind"],
+    registry=REGISTRY,
+)
+INBOX_ORDER_TIMEOUTS = Counter(
+    "bot_inbox_order_timeouts_total",
+    "Entries that ran without their session's earlier entry done after waiting the bound.",
+    ["kind"],
+    registry=REGISTRY,
+)

@@ -28,6 +28,7 @@ from bot.tool_audit import ALL_TEAMS, ToolAudit
 from tools.breaker import BreakerBoard, BreakerState
 from tools.declare import Tool
 from tools.executor import ExecutorConfig, ToolExecutor
+from tools.idempotency import IdempotencyCache
 from tools.mcp.connection import McpPool
 from tools.netguard import BlockedHost, event_hooks
 from tools.packs import PACKS, PackConfigError, PackEnv, PackUnavailable
@@ -109,6 +110,7 @@ class ToolboxFactory:
         cache: Cache,
         config: ExecutorConfig | None = None,
         reconciler: Reconciler | None = None,
+        write_marks: IdempotencyCache | None = None,
     ) -> None:
         self.store = store
         self.box = SecretBox.from_settings(settings)  # None: secrets are stored in plain text
@@ -136,7 +138,10 @@ class ToolboxFactory:
             max_calls_per_turn=settings.bot_max_tool_calls,
         )
         self.executor = ToolExecutor(
-            config, idempotency=cache, on_record=self._record, breakers=self.breakers
+            config,
+            idempotency=write_marks or cache,  # durable marks when a restart re-runs turns
+            on_record=self._record,
+            breakers=self.breakers,
         )
         self.reconciler = reconciler or Reconciler(store)  # rules only without a model
         self.base = ToolRegistry([remember.bind(reconciler=self.reconciler)])

@@ -32,6 +32,7 @@ from bot.memory.render import (
     RECALLED_IDS,
     RECALLED_TOKENS,
 )
+from bot.memory.resume import find_prior_turn
 from bot.memory.session import HotSession, SessionMemory
 from bot.memory.speaker_facts import facts_for
 from bot.messages import IncomingMessage, ReplySink
@@ -122,7 +123,8 @@ class TurnResult:
     turn_id: str
     reply: str
     outcome: (
-        str  # "answer" | "max_rounds" | "model_error" | "timeout" | "store_unavailable" | "error"
+        str  # "answer" | "max_rounds" | "replayed" | "model_error" | "timeout"
+        # | "store_unavailable" | "error"
     )
     rounds: int = 0
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
@@ -217,12 +219,23 @@ class TurnRunner:
         await sink.working()
         hot = await self.memory.load(session)
         history = list(hot.tail)
+        prior = find_prior_turn(history, msg.message_id, person.id)
+        if prior is not None:  # this message reached a turn before (bot.memory.resume)
+            result.turn_id = turn_id = prior.turn_id
+            if prior.reply is not None:
+                result.reply, result.outcome = prior.reply, "replayed"
+                log.info("turn_replayed", extra={"fields": {"turn_id": turn_id}})
+                return
+            history = history[: prior.index]
+            log.info("turn_resumed", extra={"fields": {"turn_id": turn_id}})
         facts = await facts_for(self.facts, person)  # a DM scope: all of theirs on the platform
         earlier = [m.content for m in history if m.role == "user" and m.speaker == person.id]
         used = {c["function"]["name"] for m in history for c in (m.tool_calls or [])}
         await toolbox.prepare(msg.text, earlier[-3:], used)  # many tools: the relevant ones
         recalled = Recalled()
-        if self.recall is not None:
+        if prior is not None:
+            recalled = Recalled(text=prior.recalled)  # as sent the first time (stored with it)
+        elif self.recall is not None:
             recalled = await self.recall(msg, history, self.builder.recall_tokens)
         schemas = toolbox.schemas()
         tools_tokens = self.builder.counter.tools(schemas)
@@ -249,7 +262,10 @@ class TurnRunner:
             name=msg.user_name,
             meta=meta,
         )
-        (stored_user,) = await self.memory.append(session, hot, [user_msg])
+        if prior is not None:
+            stored_user = prior.user
+        else:
+            (stored_user,) = await self.memory.append(session, hot, [user_msg])
         view = MemoryView(
             speaker_facts=facts,
             pinned=hot.state.pinned,
@@ -260,6 +276,8 @@ class TurnRunner:
         )
         content = files.content(msg.text) if files else msg.text
         current: list[dict[str, Any]] = [{"role": "user", "content": content}]
+        resumed = prior.completed_rounds() if prior is not None else []
+        current += resumed
         notes = toolbox.notes()  # installed tools left out this turn (their server is down)
         if notes:
             current.append({"role": "system", "content": "\n".join(notes)})
@@ -273,7 +291,7 @@ class TurnRunner:
             message_ref=f"{session.id}#{stored_user.seq}",
         )
         # Shared files are untrusted content from the start (bot.write_guard).
-        guard = WriteGuard(msg.text, tainted=files is not None)
+        guard = WriteGuard(msg.text, tainted=files is not None or bool(resumed))
 
         for round_no in range(1, self.max_rounds + 2):
             final_round = round_no > self.max_rounds

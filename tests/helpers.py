@@ -47,3 +47,19 @@ async def say(app: BotApp, text: str, **where: Any) -> CollectingSink:
     sink = CollectingSink()
     await app.handle_message(message(text, **where), sink)
     return sink
+
+
+async def until(condition: Any, *, timeout: float = 10.0, what: str = "condition") -> None:
+    """Wait for `condition()` (a positive signal from the system under test) to become true;
+    fail after `timeout` seconds naming `what`."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    for _ in range(1_000_000):
+        if condition():
+            return
+        if loop.time() >= deadline:
+            break
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

@@ -20,6 +20,7 @@ values or results, which may hold personal data or tokens.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
@@ -331,6 +332,23 @@ class ToolExecutor:
                     attempts=0,
                     replayed=True,
                 )
+            if isinstance(cached, dict) and cached.get("started"):
+                # Begun by a process that died before it recorded the outcome (the turn is
+                # being re-run): it may have acted, so it is not run again.
+                logger.warning("write tool outcome unknown", extra={"fields": {"tool": tool.name}})
+                return _fail(
+                    "transient_error",
+                    f"An earlier attempt at {tool.name} with these arguments was interrupted "
+                    "before it confirmed; it may or may not have been done. Check its effect "
+                    "before calling it again.",
+                    retryable=False,
+                    attempts=0,
+                )
+            marker = {"started": True, "call_id": call_id}
+            try:  # outlives the call's own time limits, then lapses
+                await self._cache.set_json(key, marker, ttl=self._started_ttl(tool))
+            except Exception:
+                logger.warning("idempotency cache write failed", exc_info=True)
             res = await self._attempts(tool, args, call_id, ctx, sem)
             if res.outcome == "ok":
                 entry = {
@@ -344,7 +362,13 @@ class ToolExecutor:
                     await self._cache.set_json(key, entry, ttl=self.config.idempotency_ttl)
                 except Exception:
                     logger.warning("idempotency cache write failed", exc_info=True)
+            else:  # it failed here and told us so: a later call may try again
+                with contextlib.suppress(Exception):
+                    await self._cache.delete(key)
             return res
+
+    def _started_ttl(self, tool: Tool) -> float:
+        return tool.timeout * (self.config.max_retries + 1) + self.config.retry_budget + 60.0
 
     async def _attempts(
         self,

@@ -3,10 +3,12 @@
 Models re-issue calls (after a timeout, in a retried turn, twice in one response). For a tool
 that changes something, the first result is stored under
 `sha256(session_id, tool name, canonical JSON of the validated arguments)` for a window and
-replayed instead of acting again. Storage is the `IdempotencyCache` protocol, which the bot's
-Redis/in-process `Cache` satisfies as-is; this package does not import the bot. A per-key
-asyncio lock (`tools.keylocks`) keeps two identical calls in flight in this process from both
-acting.
+replayed instead of acting again. While a call runs its key holds a "started" marker: a
+process that finds one (the first died mid-call, and its turn is being re-run elsewhere) reports
+the outcome unknown instead of acting a second time. Storage is the `IdempotencyCache`
+protocol, which the bot's Redis/in-process `Cache` satisfies as-is; this package does not import
+the bot. A per-key asyncio lock (`tools.keylocks`) keeps two identical calls in flight in this
+process from both acting.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class IdempotencyCache(Protocol):
 
     async def set_json(self, key: str, value: Any, *, ttl: float) -> None: ...
 
+    async def delete(self, key: str) -> None: ...
+
 
 def _expires(_key: str, entry: tuple[float, str], now: float) -> float:
     return now + entry[0]
@@ -46,6 +50,9 @@ class MemoryIdempotencyCache:
 
     async def set_json(self, key: str, value: Any, *, ttl: float) -> None:
         self._data[key] = (ttl, json.dumps(value))
+
+    async def delete(self, key: str) -> None:
+        self._data.pop(key, None)
 
 
 def idempotency_key(session_id: str, tool_name: str, args: BaseModel) -> str:

@@ -13,6 +13,7 @@ import logging
 import aiohttp
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization.async_authorize import AsyncAuthorize
+from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.oauth.async_oauth_settings import AsyncOAuthSettings
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -24,7 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
 from adapters.slack.config import SlackConfig, SlackConfigError
-from adapters.slack.handlers import SlackHandlers
+from adapters.slack.handlers import INBOX_KIND, SlackHandlers
 from adapters.slack.oauth import (
     InstallationAuthorize,
     SingleTeamAuthorize,
@@ -119,9 +120,30 @@ class SlackRuntime:
                 "SLACK_CLIENT_ID/SLACK_CLIENT_SECRET are set in the environment, but the Slack "
                 "adapter was configured for one workspace; unset them or pass them in SlackConfig"
             )
-        self.handlers = SlackHandlers(core, config, self.tasks, self.installation_store)
+        self.authorize = authorize
+        self.handlers = SlackHandlers(
+            core, config, self.tasks, self.installation_store, client_for=self.client_for
+        )
         self.handlers.register(self.app)
         self._session: aiohttp.ClientSession | None = None
+
+    async def client_for(self, team: str, enterprise: str | None) -> AsyncWebClient | None:
+        """A Web API client with the bot token of `team` (an inbox entry carries no token):
+        the same authorization Bolt runs per request, on the shared HTTP session."""
+        context = AsyncBoltContext({"enterprise_id": enterprise, "team_id": team})
+        result = await self.authorize(
+            context=context, enterprise_id=enterprise, team_id=team, user_id=None
+        )
+        if result is None or not result.bot_token:
+            return None
+        return AsyncWebClient(
+            token=result.bot_token,
+            base_url=self.client.base_url,
+            timeout=self.client.timeout,
+            session=self.client.session,
+            team_id=team,
+            retry_handlers=list(self.client.retry_handlers),
+        )
 
     async def start(self) -> None:
         """Open the shared HTTP session; learn the bot's identity early (single workspace)."""
@@ -131,6 +153,7 @@ class SlackRuntime:
             )
             self.client.session = self._session
         self.handlers.guard.start()
+        self.core.serve_inbox(INBOX_KIND, self.handlers.on_queued)
         if self.single_team is not None:
             identity = await self.single_team.identity()
             if identity is None:
@@ -144,7 +167,11 @@ class SlackRuntime:
         )
 
     async def stop(self) -> None:
-        """Finish in-flight answers (bounded), then close the session."""
+        """Stop taking inbox entries and finish in-flight answers (bounded; the rest are handed
+        back for another replica), then close the session."""
+        handed_back = await self.core.stop_inbox(self.config.shutdown_grace_seconds)
+        if handed_back:
+            emit(_LOG, "slack_handed_back", entries=handed_back)
         left = await self.tasks.drain(self.config.shutdown_grace_seconds)
         await self.handlers.guard.stop()
         await self.handlers.files.close()

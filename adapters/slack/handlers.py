@@ -19,10 +19,10 @@ from cachetools import TTLCache
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.response import BoltResponse
 from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.common.dedup import Deduplicator
 from adapters.common.loadguard import LoopGuard
 from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
@@ -33,11 +33,12 @@ from adapters.slack.files import SlackFiles
 from adapters.slack.mrkdwn import markdown_to_mrkdwn, split_message
 from adapters.slack.normalize import mentioned_users, normalize_text
 from adapters.slack.routing import Route, route_event
-from adapters.slack.sink import Capabilities, ReplyTarget, SlackReplySink
-from adapters.slack.threads import ThreadTracker
+from adapters.slack.sink import Capabilities, EarlierReply, ReplyTarget, SlackReplySink
+from adapters.slack.threads import ThreadTracker, find_earlier_reply
 from adapters.slack.users import UserDirectory
 from bot import metrics
 from bot.core import BotCore, CommandReply, CommandRequest
+from bot.inbox import Delivery, InboxItem
 from bot.keys import SessionKey
 from bot.messages import IncomingMessage
 
@@ -47,6 +48,20 @@ APOLOGY = "Sorry, something went wrong while answering. Please try again."
 SHUTDOWN_APOLOGY = "Sorry, I was restarting and had to stop before answering. Please ask again."
 COMMAND_FAILED = "Sorry, that command failed. Please try again."
 COMMANDS = ("memory", "tools")
+INBOX_KIND = "slack.message"
+# Parts of an event the turn never reads, left out of the inbox entry (blocks can be large).
+_UNUSED_EVENT_FIELDS = frozenset({"blocks", "attachments", "client_msg_id", "team", "user_team"})
+
+# Finds the Web API client (with that workspace's bot token) for an inbox entry's team.
+ClientFor = Callable[[str, str | None], Awaitable[AsyncWebClient | None]]
+
+
+async def _no_client(team: str, enterprise: str | None) -> AsyncWebClient | None:
+    return None
+
+
+async def _acked() -> None:
+    """The listener behind the inbox middleware: Bolt acks; the turn runs from the inbox."""
 
 
 def _team(context: AsyncBoltContext, body: dict[str, Any]) -> str:
@@ -56,7 +71,8 @@ def _team(context: AsyncBoltContext, body: dict[str, Any]) -> str:
 def _handled(body: dict[str, Any], outcome: str) -> None:
     """One line for every event the adapter is done with, answered or dropped, so an operator
     can follow each event to its end and a test knows nothing more will come of it. Outcomes:
-    answered | failed | cancelled | edited | duplicate | not_in_thread | ignored (not for the
+    answered | failed | cancelled | handed_back (a durable entry at shutdown: another worker
+    runs it) | not_authorized | edited | duplicate | not_in_thread | ignored (not for the
     bot: every channel message reaches us, so that one is DEBUG) | done (other event kinds)."""
     event = body.get("event")
     emit(
@@ -78,12 +94,13 @@ class SlackHandlers:
         config: SlackConfig,
         tasks: TaskTracker,
         installation_store: AsyncInstallationStore | None = None,
+        client_for: ClientFor | None = None,
     ) -> None:
         self.core = core
         self.config = config
         self.tasks = tasks
         self.installation_store = installation_store
-        self.dedup = Deduplicator(core.first_delivery)
+        self.client_for: ClientFor = client_for or _no_client
         self.users = UserDirectory()
         self.channels = ChannelDirectory()
         self.threads = ThreadTracker()
@@ -94,8 +111,10 @@ class SlackHandlers:
         self.files = SlackFiles(config.base_url)
 
     def register(self, app: AsyncApp) -> None:
-        app.event("app_mention")(self.on_message_event)
-        app.event("message")(self.on_message_event)
+        # The middleware writes the event to the core's durable inbox before Bolt acks it; the
+        # turn runs when an inbox worker (in any replica) takes it (`on_queued`).
+        app.event("app_mention", middleware=[self.accept])(_acked)
+        app.event("message", middleware=[self.accept])(_acked)
         app.event("assistant_thread_started")(self.on_thread_started)
         app.event("assistant_thread_context_changed")(self.on_ignored_event)
         for name in COMMANDS:
@@ -108,69 +127,108 @@ class SlackHandlers:
 
     # -- events ------------------------------------------------------------------------------
 
-    async def on_message_event(
+    async def accept(
         self,
         body: dict[str, Any],
-        event: dict[str, Any],
         context: AsyncBoltContext,
-        client: AsyncWebClient,
         request: AsyncBoltRequest,
-    ) -> None:
-        received = time.monotonic()
+        next_: Callable[[], Awaitable[None]],  # not called: the returned response is the ack
+    ) -> BoltResponse:
+        """Route the event (pure, no I/O) and put the ones the bot answers in the inbox; the
+        returned response is the ack. A re-delivery (same event id or message, to any replica)
+        is dropped by the inbox itself."""
+        event = body.get("event") if isinstance(body.get("event"), dict) else {}
+        assert isinstance(event, dict)
         metrics.EVENTS.labels(PLATFORM, str(event.get("type"))).inc()
         if event.get("edited"):
             # Slack re-sends app_mention for an edited message: the original was answered.
             metrics.DROPPED_MESSAGES.labels(PLATFORM, "edited").inc()
             _handled(body, "edited")
-            return
+            return BoltResponse(status=200, body="")
+        team = _team(context, body)
         route = route_event(
             event,
-            team=_team(context, body),
+            team=team,
             bot_user_id=context.bot_user_id,
             bot_id=context.bot_id,
             allow_bots=self.config.allow_bot_messages,
         )
         if route is None:
             _handled(body, "ignored")
-            return
+            return BoltResponse(status=200, body="")
         retries = request.headers.get("x-slack-retry-num") or []
-        retry = retries[0] if retries else None
-        self.tasks.spawn(
-            self._handling(
-                body,
-                self._answer(
-                    route, body, event, client, context.bot_user_id, context.bot_id, retry, received
-                ),
+        event_id = str(body.get("event_id") or "")
+        item = InboxItem(
+            kind=INBOX_KIND,
+            session=SessionKey(PLATFORM, route.team, route.channel, route.session_thread).id,
+            body={
+                "event": {k: v for k, v in event.items() if k not in _UNUSED_EVENT_FIELDS},
+                "event_id": event_id,
+                "team": team,
+                "enterprise": context.enterprise_id,
+                "bot_user_id": context.bot_user_id,
+                "bot_id": context.bot_id,
+                "retry": retries[0] if retries else None,
+                "received_at": time.time(),
+            },
+            dedup=(
+                *((f"slack:{route.team}:event:{event_id}",) if event_id else ()),
+                # The same message can reach us under another event id (a second subscription).
+                f"slack:{route.team}:msg:{route.channel}:{route.message_ts}",
             ),
-            name=f"slack-turn-{route.channel}-{route.message_ts}",
         )
+        if not await self.core.enqueue(item):
+            metrics.DEDUPLICATED_EVENTS.labels(PLATFORM).inc()
+            _handled(body, "duplicate")
+        return BoltResponse(status=200, body="")
 
-    async def _handling(self, body: dict[str, Any], answer: Awaitable[str]) -> None:
-        """Run `answer` and log how that event ended, whatever happens."""
+    async def on_queued(self, delivery: Delivery) -> None:
+        """An inbox entry taken by this process: the turn (after the thread check)."""
         outcome = "failed"
         try:
-            outcome = await answer
+            outcome = await self._queued(delivery)
         except asyncio.CancelledError:
-            outcome = "cancelled"
+            outcome = "handed_back" if delivery.durable else "cancelled"
             raise
         finally:
-            _handled(body, outcome)
+            _handled(delivery.body, outcome)
+
+    async def _queued(self, delivery: Delivery) -> str:
+        data = delivery.body
+        event = data.get("event") or {}
+        team = str(data.get("team") or "")
+        bot_user_id, bot_id = data.get("bot_user_id"), data.get("bot_id")
+        route = route_event(
+            event,
+            team=team,
+            bot_user_id=bot_user_id,
+            bot_id=bot_id,
+            allow_bots=self.config.allow_bot_messages,
+        )
+        if route is None:
+            return "ignored"
+        client = await self.client_for(team, data.get("enterprise"))
+        if client is None:
+            metrics.DROPPED_MESSAGES.labels(PLATFORM, "not_authorized").inc()
+            emit(_LOG, "slack_turn_unauthorized", logging.WARNING, team=team)
+            return "not_authorized"
+        received = float(data.get("received_at") or time.time())
+        return await self._answer(
+            route, data, event, client, bot_user_id, bot_id, received, delivery
+        )
 
     async def _answer(
         self,
         route: Route,
-        body: dict[str, Any],
+        data: dict[str, Any],
         event: dict[str, Any],
         client: AsyncWebClient,
         bot_user_id: str | None,
         bot_id: str | None,
-        retry: str | None,
         received: float,
+        delivery: Delivery,
     ) -> str:
         """Answer the event's message; returns the outcome (see `_handled`)."""
-        event_id = body.get("event_id")
-        if event_id and not await self.dedup.first(f"slack:{route.team}:event:{event_id}"):
-            return "duplicate"
         if route.needs_thread_check and not await self.threads.bot_in_thread(
             client,
             team=route.team,
@@ -184,9 +242,6 @@ class SlackHandlers:
             ),
         ):
             return "not_in_thread"
-        # The same message can reach us under another event id (e.g. a second subscription).
-        if not await self.dedup.first(f"slack:{route.team}:msg:{route.channel}:{route.message_ts}"):
-            return "duplicate"
         if route.reply_thread_ts and not route.is_dm:
             self.threads.mark(route.team, route.channel, route.reply_thread_ts)
 
@@ -221,17 +276,38 @@ class SlackHandlers:
             thread_ts=route.reply_thread_ts,
             assistant_thread=route.assistant_thread,
         )
-        sink = SlackReplySink(client, target, self.config, self.caps)
+        earlier = EarlierReply.from_notes(delivery.entry.notes)
+        if earlier is None and delivery.retried:
+            # The first attempt may have died between posting and noting it: ask Slack once.
+            found = await find_earlier_reply(
+                client,
+                channel=route.channel,
+                thread_ts=route.reply_thread_ts,
+                after_ts=route.message_ts,
+                bot_user_id=bot_user_id,
+                bot_id=bot_id,
+            )
+            if found:
+                earlier = EarlierReply(found, streamed=bool(route.reply_thread_ts))
+        sink = SlackReplySink(
+            client,
+            target,
+            self.config,
+            self.caps,
+            earlier=earlier,
+            on_posted=lambda posted: delivery.note(**posted.as_notes()),
+        )
         emit(
             _LOG,
             "slack_turn_start",
             team=route.team,
             channel=route.channel,
-            event_id=event_id,
-            retry=retry,
+            event_id=data.get("event_id"),
+            retry=data.get("retry"),
+            tries=delivery.entry.tries,
             dm=route.is_dm,
             mention=route.via_mention,
-            queued_ms=round((time.monotonic() - received) * 1000, 1),
+            queued_ms=round(max(0.0, time.time() - received) * 1000, 1),
         )
         waiting = metrics.TURNS_WAITING.labels(PLATFORM)
         waiting.inc()
@@ -241,18 +317,21 @@ class SlackHandlers:
         finally:
             waiting.dec()
         try:
-            return await self._run_turn(message, sink)
+            return await self._run_turn(message, sink, durable=delivery.durable)
         finally:
             self._turns.release()
 
-    async def _run_turn(self, message: IncomingMessage, sink: SlackReplySink) -> str:
+    async def _run_turn(
+        self, message: IncomingMessage, sink: SlackReplySink, *, durable: bool
+    ) -> str:
         outcome = "answered"
         try:
             await self.core.handle_message(message, sink)
         except asyncio.CancelledError:
-            # Shutdown ran out of grace: Slack will not redeliver an acked event, so say so and
-            # clear the working reaction/status before letting the cancellation through.
-            if not sink.finished:
+            # Shutdown ran out of grace. A durable entry is handed back and answered by another
+            # replica (or this one after its restart); otherwise Slack will not redeliver an
+            # acked event, so say so and clear the working reaction/status.
+            if not sink.finished and not durable:
                 emit(_LOG, "slack_turn_cancelled", logging.WARNING, channel=message.channel)
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     await asyncio.wait_for(

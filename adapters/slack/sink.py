@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
@@ -63,6 +64,28 @@ class ReplyTarget:
     assistant_thread: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class EarlierReply:
+    """The messages an earlier attempt at the same event posted (kept in its inbox entry's
+    notes), so a re-run after a crash updates them instead of posting the answer twice."""
+
+    ts: tuple[str, ...] = ()
+    streamed: bool = False  # the first one was a chat stream (stopped before it is updated)
+
+    @classmethod
+    def from_notes(cls, notes: Mapping[str, Any]) -> EarlierReply | None:
+        ts = notes.get("reply_ts")
+        if not isinstance(ts, list) or not ts or not all(isinstance(t, str) and t for t in ts):
+            return None
+        return cls(tuple(ts), bool(notes.get("reply_streamed")))
+
+    def as_notes(self) -> dict[str, Any]:
+        return {"reply_ts": list(self.ts), "reply_streamed": self.streamed}
+
+
+OnPosted = Callable[[EarlierReply], Awaitable[None]]
+
+
 @dataclass
 class Capabilities:
     """Per-process memory of what Slack allows each team: streaming / assistant APIs that turned
@@ -85,6 +108,9 @@ class SlackReplySink:
         target: ReplyTarget,
         config: SlackConfig,
         caps: Capabilities,
+        *,
+        earlier: EarlierReply | None = None,
+        on_posted: OnPosted | None = None,
     ) -> None:
         self._client = client
         self._api = AsyncWebClient(
@@ -120,6 +146,18 @@ class SlackReplySink:
         self._finished = False
         self._first_delta_at = 0.0
         self.posted: list[str] = []  # ts of every message this sink created
+        self._on_posted = on_posted
+        self._streamed = False
+        self._reuse: list[str] = []  # an earlier attempt's later parts, updated before posting
+        self._earlier_stream: str | None = None  # an earlier attempt's open stream, to stop
+        if earlier is not None:
+            # A re-run: the answer replaces what the first attempt showed (never a stream).
+            self._mode = "update"
+            self._posted_ts = earlier.ts[0]
+            self._reuse = list(earlier.ts[1:])
+            self.posted = list(earlier.ts)
+            self._streamed = earlier.streamed
+            self._earlier_stream = earlier.ts[0] if earlier.streamed else None
 
     @property
     def finished(self) -> bool:
@@ -325,7 +363,8 @@ class SlackReplySink:
                 )
                 if resp is None:
                     return
-                self._stream_ts = self._note_posted(resp)
+                self._streamed = True
+                self._stream_ts = await self._note_posted(resp)
             else:
                 resp = await self._optional(
                     "chat.appendStream",
@@ -352,6 +391,7 @@ class SlackReplySink:
         return truncate(markdown_to_mrkdwn(self._text[: 2 * limit]), limit)
 
     async def _update_progress(self) -> None:
+        await self._stop_earlier_stream()
         t = self._target
         sent = len(self._text)
         posted_ts = self._posted_ts
@@ -369,7 +409,7 @@ class SlackReplySink:
                 )
                 if resp is None:
                     return
-                self._posted_ts = self._note_posted(resp)
+                self._posted_ts = await self._note_posted(resp)
             else:
                 resp = await self._optional(
                     "chat.update",
@@ -383,14 +423,33 @@ class SlackReplySink:
         except Exception as exc:
             api_failed(_LOG, "chat.update" if posted_ts else "chat.postMessage", exc)
 
-    def _note_posted(self, resp: AsyncSlackResponse) -> str:
+    async def _note_posted(self, resp: AsyncSlackResponse) -> str:
+        """A message of this answer now exists in Slack: record it with the event (a re-run
+        after a crash updates it rather than posting the answer again)."""
         ts = str(resp.get("ts") or "")
         self.posted.append(ts)
+        if self._on_posted is not None and ts:
+            await self._on_posted(EarlierReply(tuple(self.posted), self._streamed))
         return ts
+
+    async def _stop_earlier_stream(self) -> None:
+        """An earlier attempt died mid-stream: stop that stream so it can be updated."""
+        if self._earlier_stream is None:
+            return
+        ts, self._earlier_stream = self._earlier_stream, None
+        try:
+            await self._required(
+                "chat.stopStream",
+                lambda: self._api.chat_stopStream(channel=self._target.channel, ts=ts),
+                bound=self._config.final_wait_seconds,
+            )
+        except Exception as exc:  # e.g. already stopped: the update still goes out
+            api_failed(_LOG, "chat.stopStream", exc, channel=self._target.channel)
 
     # -- final -------------------------------------------------------------------------------
 
     async def _deliver(self, final: str) -> None:
+        await self._stop_earlier_stream()
         long = len(final) > self._config.file_threshold
         channel, stream_ts = self._target.channel, self._stream_ts
         if stream_ts is not None:
@@ -495,6 +554,10 @@ class SlackReplySink:
         return True
 
     async def _post(self, text: str) -> str:
+        if self._reuse:  # a part an earlier attempt posted: it becomes this part
+            ts = self._reuse.pop(0)
+            await self._update(ts, text)
+            return ts
         resp = await self._required(
             "chat.postMessage",
             lambda: self._api.chat_postMessage(
@@ -506,7 +569,7 @@ class SlackReplySink:
             ),
             bound=self._config.final_wait_seconds,
         )
-        return self._note_posted(resp)
+        return await self._note_posted(resp)
 
     # -- working indicator -------------------------------------------------------------------
 

@@ -127,3 +127,53 @@ class ThreadTracker:
             )
         return False
         return False
+
+
+async def find_earlier_reply(
+    client: AsyncWebClient,
+    *,
+    channel: str,
+    thread_ts: str | None,
+    after_ts: str,
+    bot_user_id: str | None,
+    bot_id: str | None,
+) -> tuple[str, ...]:
+    """The bot's messages after `after_ts` in that thread (or, with no thread, in the channel):
+    on a re-run whose first attempt died before it could note what it posted, they are its
+    answer (a session's turns run one at a time, so nothing else of the bot's follows that
+    message there). One small call that never waits on its rate limit; () when it fails."""
+    quick = AsyncWebClient(
+        token=client.token,
+        base_url=client.base_url,
+        session=client.session,
+        timeout=10,
+        retry_handlers=[],
+    )
+    method = "conversations.replies" if thread_ts else "conversations.history"
+    try:
+        if thread_ts:
+            resp = await quick.conversations_replies(
+                channel=channel, ts=thread_ts, oldest=after_ts, limit=15
+            )
+        else:
+            resp = await quick.conversations_history(channel=channel, oldest=after_ts, limit=15)
+    except Exception as exc:
+        api_failed(_LOG, method, exc, channel=channel)
+        return ()
+    after = float(after_ts)
+    found = [
+        str(m.get("ts"))
+        for m in resp.get("messages") or []
+        if (
+            (bot_user_id and m.get("user") == bot_user_id) or (bot_id and m.get("bot_id") == bot_id)
+        )
+        and _after(m.get("ts"), after)
+    ]
+    return tuple(sorted(found, key=float))
+
+
+def _after(ts: object, after: float) -> bool:
+    try:
+        return float(str(ts)) > after
+    except ValueError:
+        return False

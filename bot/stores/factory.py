@@ -6,11 +6,13 @@ from pathlib import Path
 
 from pymongo.errors import ConfigurationError
 
+from bot.stores.inbox import Inbox
 from bot.stores.memory_cache import MemoryCache
 from bot.stores.protocols import Cache, Store, StoreUnavailable
 from bot.stores.redis_cache import DEFAULT_PREFIX, RedisCache
 from bot.stores.resilient_cache import ResilientCache
 from bot.stores.sqlite import DB_FILENAME, SqliteStore
+from tools.idempotency import IdempotencyCache
 
 
 class StoreConfigError(ValueError):
@@ -58,6 +60,47 @@ def open_cache(*, redis_url: str | None, prefix: str = DEFAULT_PREFIX) -> Cache:
     except ValueError as exc:
         raise StoreConfigError(f"REDIS_URL is not a valid Redis URL: {_one_line(exc)}") from exc
     return ResilientCache(primary, MemoryCache())
+
+
+async def open_inbox(
+    *,
+    mode: str,
+    redis_url: str | None,
+    prefix: str,
+    store: Store,
+    data_dir: Path,
+    claim_after: float,
+) -> Inbox | None:
+    """The durable inbox (BOT_INBOX): Redis Streams when Redis is configured (shared by every
+    replica), else a table of the SQLite store (with MongoDB and no Redis: its own SQLite file
+    under `data_dir`); None when off."""
+    if mode == "off":
+        return None
+    if redis_url:
+        from bot.stores.inbox_redis import RedisInbox
+
+        return RedisInbox.from_url(redis_url, prefix=prefix, claim_after=claim_after)
+    from bot.stores.inbox_sqlite import INBOX_FILENAME, SqliteInbox
+    from bot.stores.sqlite_worker import SqliteWorker
+
+    if isinstance(store, SqliteStore):
+        return await SqliteInbox.open(store.worker, claim_after=claim_after)
+    path = Path(data_dir) / INBOX_FILENAME
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return await SqliteInbox.open(SqliteWorker(path), claim_after=claim_after, owns_worker=True)
+
+
+async def open_write_marks(inbox: Inbox | None) -> IdempotencyCache | None:
+    """Where write tools' idempotency marks go when they must outlive the process: beside a
+    SQLite inbox (which re-runs a crashed turn after a restart). None: the cache is right (with
+    Redis it is shared and outlives any one process; with the inbox off nothing is re-run)."""
+    from bot.stores.inbox_sqlite import SqliteInbox
+
+    if not isinstance(inbox, SqliteInbox):
+        return None
+    from bot.stores.kv_sqlite import SqliteKV
+
+    return await SqliteKV.open(inbox.worker)
 
 
 def _one_line(reason: object) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from bot.stores.cache_common import lock_token, ttl_ms
 from bot.stores.protocols import LockTimeout
 
+KEPT_ALIVE = 10 * 365 * 86400.0  # a kept-alive lock's TTL in process (released, never expired)
 SWEEP_INTERVAL = 1.0  # seconds between purges of expired entries (bounds memory, not latency)
 
 
@@ -80,11 +81,14 @@ class MemoryCache:
         return True
 
     @asynccontextmanager
-    async def lock(self, key: str, *, ttl: float, wait: float) -> AsyncIterator[None]:
-        """Waiters are served first come, first served, and handed the lock at once."""
+    async def lock(
+        self, key: str, *, ttl: float, wait: float, keep_alive: bool = False
+    ) -> AsyncIterator[None]:
+        """Waiters are served first come, first served, and handed the lock at once. With
+        `keep_alive` the lock lasts while held: its holder lives exactly as long as this cache."""
         ttl_ms(ttl)
         token = lock_token()
-        await self._acquire(key, token, ttl, wait)
+        await self._acquire(key, token, KEPT_ALIVE if keep_alive else ttl, wait)
         try:
             yield
         finally:

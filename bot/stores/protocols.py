@@ -228,8 +228,13 @@ class Cache(Protocol):
         """Add one to each counter (created at 0 with `ttl` when missing) in one round trip;
         returns the new values in order. Rate limits count with it."""
 
-    def lock(self, key: str, *, ttl: float, wait: float) -> AbstractAsyncContextManager[None]:
+    def lock(
+        self, key: str, *, ttl: float, wait: float, keep_alive: bool = False
+    ) -> AbstractAsyncContextManager[None]:
         """An expiring lock; raises `LockTimeout` if not acquired within `wait` seconds.
+
+        `keep_alive`: renewed every `ttl / 3` while held, so `ttl` bounds how long the lock
+        outlives a holder that died (a killed process), not how long a live one may hold it.
 
         In-process waiters are served in arrival order (MemoryCache, and ResilientCache which
         takes the in-process lock first); across processes (Redis) the order is not guaranteed.

@@ -5,6 +5,7 @@ per-session locks hold across processes. Unreachable Redis raises `StoreUnavaila
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -16,7 +17,7 @@ from redis.asyncio.lock import Lock
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import LockError, ReadOnlyError
+from redis.exceptions import LockError, LockNotOwnedError, ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bot.stores.cache_common import ttl_ms
@@ -109,9 +110,12 @@ class RedisCache:
         return [int(results[i]) for i in range(1, len(results), 2)]
 
     @asynccontextmanager
-    async def lock(self, key: str, *, ttl: float, wait: float) -> AsyncIterator[None]:
+    async def lock(
+        self, key: str, *, ttl: float, wait: float, keep_alive: bool = False
+    ) -> AsyncIterator[None]:
         """redis-py's `Lock`: SET NX PX with a random token, released by a script that deletes
-        the key only while it still holds our token (after expiry someone else may own it)."""
+        the key only while it still holds our token (after expiry someone else may own it).
+        `keep_alive`: `Lock.reacquire` (token-checked) every ttl/3 while held."""
         lock = Lock(
             self.client,
             self.prefix + "lock:" + key,
@@ -123,9 +127,12 @@ class RedisCache:
         with _unavailable("lock"):
             if not await lock.acquire():
                 raise LockTimeout(f"lock {key!r} not acquired within {wait}s")
+        keeper = asyncio.create_task(_keep_alive(lock, key, ttl)) if keep_alive else None
         try:
             yield
         finally:
+            if keeper is not None:
+                keeper.cancel()
             try:
                 await lock.release()
             except _RELEASE_ERRORS as exc:
@@ -140,3 +147,17 @@ class RedisCache:
 
     async def close(self) -> None:
         await self.client.aclose()
+
+
+async def _keep_alive(lock: Lock, key: str, ttl: float) -> None:
+    """Renew a held lock until cancelled; stop if it is no longer ours (it expired during a
+    stall and someone else took it: the holder finds out when it releases)."""
+    while True:
+        await asyncio.sleep(ttl / 3)
+        try:
+            await lock.reacquire()
+        except LockNotOwnedError:
+            log.warning("redis lock %r lost while held", key)
+            return
+        except _RELEASE_ERRORS:
+            continue  # Redis is away: try again; the lock expires on its own if we die

@@ -110,14 +110,20 @@ class ResilientCache:
         return await self.fallback.incr(keys, ttl=ttl)  # per-process counts during an outage
 
     @asynccontextmanager
-    async def lock(self, key: str, *, ttl: float, wait: float) -> AsyncIterator[None]:
+    async def lock(
+        self, key: str, *, ttl: float, wait: float, keep_alive: bool = False
+    ) -> AsyncIterator[None]:
         deadline = self._clock() + wait
         async with AsyncExitStack() as stack:
-            await stack.enter_async_context(self.fallback.lock(key, ttl=ttl, wait=wait))
+            await stack.enter_async_context(
+                self.fallback.lock(key, ttl=ttl, wait=wait, keep_alive=keep_alive)
+            )
             if self._primary_usable():
                 remaining = max(0.0, deadline - self._clock())
                 try:
-                    await stack.enter_async_context(self.primary.lock(key, ttl=ttl, wait=remaining))
+                    await stack.enter_async_context(
+                        self.primary.lock(key, ttl=ttl, wait=remaining, keep_alive=keep_alive)
+                    )
                 except _FAILOVER_ERRORS as exc:
                     self._failed(exc)
                 else:

@@ -124,6 +124,12 @@ class SqliteStore(SqliteFacts, SqliteLeases, SqliteRetention):
     def path(self) -> Path:
         return self._db.path
 
+    @property
+    def worker(self) -> SqliteWorker:
+        """The connection thread, shared with tables of other parts kept in this file (the
+        inbox), so each of their transactions is as atomic as the store's own."""
+        return self._db
+
     # --- conversation ------------------------------------------------------------------------
 
     async def append(

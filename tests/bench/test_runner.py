@@ -79,6 +79,10 @@ def test_a_crash_is_a_row_with_the_exit_code_and_its_last_words(
     assert out.status == "failed" and out.exit_code == 1
     assert "no JSON written" in out.reason and "the bench broke here" in out.reason
     assert out.figures == []
+    _module(fakes, "raisy", 'print("figures soon")\nraise RuntimeError("boom in the driver")\n')
+    out = run_bench(Bench("raisy", "raisy"), quick=False, logs=_logs(tmp_path))
+    assert out.status == "failed"
+    assert out.reason == "exit code 1, no JSON written: RuntimeError: boom in the driver"
 
 
 def test_a_hung_bench_and_its_children_are_killed_at_the_timeout(

@@ -141,7 +141,7 @@ class FakeSlack:
         self._limits: dict[str, int] = {}  # method -> calls per 60 s per workspace
         self._windows: dict[tuple[str, str], deque[float]] = {}
         self._rotations = itertools.count(1)
-        self._ts = itertools.count(1)
+        self._last_ts = 0.0
         self._server: TestServer | None = None
         self._sockets: list[web.WebSocketResponse] = []
         self._changed = asyncio.Event()
@@ -512,7 +512,10 @@ class FakeSlack:
     # -- Web API methods ---------------------------------------------------------------------
 
     def _next_ts(self) -> str:
-        return f"{int(time.time())}.{next(self._ts):06d}"
+        """Like Slack's: the send time in microseconds, increasing (so the bot's answer sorts
+        after the message it answers, which tests stamp with the current second)."""
+        self._last_ts = max(time.time(), self._last_ts + 1e-6)
+        return f"{self._last_ts:.6f}"
 
     def api_auth_test(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
         assert who is not None
@@ -653,7 +656,23 @@ class FakeSlack:
             for m in sorted(self.messages.values(), key=lambda m: float(m.ts))
             if m.channel == channel and (m.ts == ts or m.thread_ts == ts)
         ]
+        oldest = float(args.get("oldest") or 0)
+        thread = [m for i, m in enumerate(thread) if i == 0 or float(m["ts"]) > oldest]
         return {"ok": True, "messages": thread, "has_more": False}
+
+    def api_conversations_history(
+        self, args: dict[str, Any], who: Identity | None
+    ) -> dict[str, Any]:
+        """Top-level messages of a channel, newest first (as Slack lists them), after `oldest`."""
+        channel, oldest = str(args.get("channel")), float(args.get("oldest") or 0)
+        limit = int(args.get("limit") or 100)
+        top = [
+            {"ts": m.ts, "user": m.user, "text": m.text}
+            | ({"bot_id": m.bot_id} if m.bot_id else {})
+            for m in sorted(self.messages.values(), key=lambda m: float(m.ts), reverse=True)
+            if m.channel == channel and m.thread_ts in (None, m.ts) and float(m.ts) > oldest
+        ]
+        return {"ok": True, "messages": top[:limit], "has_more": len(top) > limit}
 
     def _assistant(self) -> dict[str, Any] | None:
         return None if self.assistant else {"ok": False, "error": "not_allowed_token_type"}

@@ -11,6 +11,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from bot.core import CommandReply, CommandRequest
+from bot.inbox import Handler, InboxItem, InboxWorker
 from bot.keys import SessionKey
 from bot.messages import IncomingMessage, ReplySink
 
@@ -30,6 +31,20 @@ class EchoCore:
     health_status: dict[str, bool] = field(default_factory=lambda: {"store": True, "cache": True})
     command_delay: float = 0.0
     closed: bool = False
+    # No durable inbox: items run in this process at once (de-duplicated through `seen`).
+    worker: InboxWorker = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.worker = InboxWorker(None, first_delivery=self.first_delivery)
+
+    async def enqueue(self, item: InboxItem) -> bool:
+        return await self.worker.put(item)
+
+    def serve_inbox(self, kind: str, handler: Handler) -> None:
+        self.worker.serve(kind, handler)
+
+    async def stop_inbox(self, grace: float) -> int:
+        return await self.worker.stop(grace)
 
     def reply_for(self, message: IncomingMessage) -> str:
         return self.reply if self.reply is not None else f"echo: {message.text}"

@@ -112,6 +112,16 @@ async def test_lock_expires_and_a_stale_holder_cannot_release_it(cache: Cache) -
     await task
 
 
+async def test_a_kept_alive_lock_outlasts_its_ttl_while_held(cache: Cache) -> None:
+    async with cache.lock("session:s5", ttl=0.3, wait=1, keep_alive=True):
+        await asyncio.sleep(1.0)  # three TTLs: renewed meanwhile
+        with pytest.raises(LockTimeout):
+            async with cache.lock("session:s5", ttl=5, wait=0.05):
+                pass
+    async with cache.lock("session:s5", ttl=5, wait=0):  # released, so free at once
+        pass
+
+
 async def test_locks_do_not_collide_with_values(cache: Cache) -> None:
     async with cache.lock("k", ttl=5, wait=1):
         assert await cache.set_nx("k", ttl=5)

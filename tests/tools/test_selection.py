@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,7 +81,7 @@ class WordVectors:
         for t in texts:
             v = [0.0] * 64
             for w in terms(t.replace("parcel", "order")):  # its "semantics": parcel ~ order
-                v[hash(w) % 64] += 1.0
+                v[zlib.crc32(w.encode()) % 64] += 1.0  # stable across processes (not hash())
             out.append(v)
         return out
 

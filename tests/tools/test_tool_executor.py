@@ -495,6 +495,9 @@ class DictCache:
         self.ttls.append(ttl)
         self.data[key] = json.dumps(value)
 
+    async def delete(self, key: str) -> None:
+        self.data.pop(key, None)
+
 
 async def test_external_idempotency_cache_is_used(
     make_executor: MakeExecutor, ctx: ToolContext
@@ -505,9 +508,41 @@ async def test_external_idempotency_cache_is_used(
     await run(make_executor(idempotency=cache, idempotency_ttl=42), ctx, c, tools=[refund])
     # A second executor (another process) sharing the cache replays too.
     [rec] = await run(make_executor(idempotency=cache), ctx, c, tools=[refund])
-    assert state["acted"] == 1 and rec.replayed and cache.ttls == [42]
+    assert state["acted"] == 1 and rec.replayed and cache.ttls[-1] == 42
     assert all(k.startswith("tools:idem:") for k in cache.data)
     assert all("#W1" not in k for k in cache.data)  # keys are hashes, not argument text
+
+
+async def test_a_write_an_earlier_process_started_and_never_confirmed_is_not_run_again(
+    make_executor: MakeExecutor, ctx: ToolContext
+) -> None:
+    cache = DictCache()
+    refund, state = counter_tool()
+    c = call("refund", '{"order_id": "#W1", "amount": 5}')
+
+    await run(make_executor(idempotency=cache), ctx, c, tools=[refund])
+    (key,) = cache.data  # the call's key; now as a process that died mid-call left it:
+    cache.data[key] = json.dumps({"started": True, "call_id": "elsewhere"})
+    acted = state["acted"]
+    [rec] = await run(make_executor(idempotency=cache), ctx, c, tools=[refund])
+    assert state["acted"] == acted  # not acted a second time
+    assert rec.outcome == "transient_error"
+    assert "may or may not have been done" in json.loads(rec.content)["error"]["message"]
+
+
+async def test_a_failed_write_leaves_no_marker_behind(
+    make_executor: MakeExecutor, ctx: ToolContext
+) -> None:
+    cache = DictCache()
+
+    @tool(description="Refund.", write=True)
+    async def refund(order_id: str) -> dict[str, Any]:
+        raise ToolBusinessError("order not found")
+
+    await run(
+        make_executor(idempotency=cache), ctx, call("refund", '{"order_id": "x"}'), tools=[refund]
+    )
+    assert cache.data == {}  # a later call may try again
 
 
 async def test_a_broken_cache_does_not_break_calls(

@@ -1,0 +1,335 @@
+"""The worker between the durable inbox and the turn: arrival order per session, nothing lost.
+
+Adapters `put` an accepted event before they ack it; the worker takes entries from the inbox
+(`bot.stores.inbox`: Redis Streams or a SQLite table) and runs the handler registered for their
+kind. The guarantees, and how:
+
+- **Order**: entries of one session run one at a time in the order they were put, across every
+  replica. In this process a FIFO lock per session orders them; across processes the inbox says
+  when an entry's predecessors are done (`Inbox.ready`), polled with a short backoff. An entry
+  whose predecessor never finishes (lost for good) runs anyway after `order_wait` seconds.
+- **Nothing lost**: an entry is removed (`done`) only after its handler returned. A worker renews
+  the entries it holds every `claim_after / 3` seconds; a dead worker's entries are taken over by
+  another after `claim_after` seconds (at once on the same host for SQLite), and the handler sees
+  `tries > 1` and the notes the first attempt left (`Delivery.note`: e.g. the reply it posted),
+  so the re-run completes the same reply instead of posting another.
+- **Shutdown** (`stop`): stop taking, let running handlers finish within the grace period, then
+  cancel the rest and hand their entries back so another replica takes them at once.
+- **Poison**: an entry delivered `max_tries` times (it crashed its workers each time) is dropped
+  with a log line and `bot_inbox_dead_letter_total`.
+- **Outage**: when the inbox cannot be written (Redis down), `put` runs the item in this process
+  at once (de-duplicated through the cache as before): no durability then, but no lost message;
+  `bot_inbox_fallback_total` counts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from cachetools import TTLCache
+
+from bot import metrics
+from bot.stores.inbox import Inbox, InboxEntry, InboxItem
+from bot.stores.leases import new_holder
+from bot.stores.protocols import StoreUnavailable
+from tools.keylocks import KeyLocks
+
+__all__ = ["Delivery", "Handler", "InboxEntry", "InboxItem", "InboxWorker"]
+
+log = logging.getLogger(__name__)
+
+MAX_TRIES = 5
+READ_BATCH = 32
+READ_WAIT = 0.5  # seconds a read blocks when the inbox is empty
+OUTAGE_BACKOFF = 1.0
+STATS_INTERVAL = 5.0
+
+
+@dataclass
+class Delivery:
+    """One entry handed to a handler. `durable` is False for an item run at once because the
+    inbox was unavailable or off (then a cancelled run will not be re-run by anyone)."""
+
+    entry: InboxEntry
+    durable: bool
+    _note: Callable[[InboxEntry, dict[str, Any]], Awaitable[None]] | None = field(
+        default=None, repr=False
+    )
+
+    @property
+    def body(self) -> dict[str, Any]:
+        return self.entry.item.body
+
+    @property
+    def retried(self) -> bool:
+        """True when an earlier attempt may have started (taken over or handed back)."""
+        return self.entry.tries > 1
+
+    async def note(self, **values: Any) -> None:
+        """Record progress with the entry (best effort: a failure only weakens a re-run)."""
+        self.entry.notes.update(values)
+        if self._note is None:
+            return
+        try:
+            await self._note(self.entry, values)
+        except Exception as exc:
+            log.warning("inbox_note_failed", extra={"fields": {"error": type(exc).__name__}})
+
+
+class Handler(Protocol):
+    async def __call__(self, delivery: Delivery) -> None:
+        """Handle one entry. Should not raise; an exception is logged and the entry is done."""
+
+
+class InboxWorker:
+    def __init__(
+        self,
+        inbox: Inbox | None,
+        *,
+        first_delivery: Callable[[str], Awaitable[bool]],
+        claim_after: float = 20.0,
+        max_in_flight: int = 64,
+        order_wait: float = 180.0,
+        max_tries: int = MAX_TRIES,
+        consumer: str | None = None,
+    ) -> None:
+        self.inbox = inbox
+        self.consumer = consumer or new_holder()
+        self.claim_after = claim_after
+        self.order_wait = order_wait
+        self.max_tries = max_tries
+        self._first_delivery = first_delivery
+        self._handlers: dict[str, Handler] = {}
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._max_in_flight = max_in_flight
+        self._order: KeyLocks[str] = KeyLocks()
+        self._held: dict[str, InboxEntry] = {}  # entry id -> entry, while taken by this worker
+        # session -> seq of its entry this process finished last (its successor need not ask)
+        self._done_here: TTLCache[str, int] = TTLCache(maxsize=50_000, ttl=600.0)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loops: list[asyncio.Task[None]] = []
+        self._stopping = False
+
+    # -- intake --------------------------------------------------------------------------------
+
+    async def put(self, item: InboxItem) -> bool:
+        """Accept an item: stored durably (True), or a duplicate (False). Falls back to running
+        it in this process when the inbox is off or unavailable."""
+        if self.inbox is not None:
+            try:
+                entry_id = await self.inbox.put(item)
+                return entry_id is not None
+            except (StoreUnavailable, ValueError) as exc:  # down, or an oversized item
+                metrics.INBOX_FALLBACK.labels(item.kind).inc()
+                log.warning(
+                    "inbox_unavailable",
+                    extra={"fields": {"kind": item.kind, "error": type(exc).__name__}},
+                )
+        for key in item.dedup:
+            try:
+                if not await self._first_delivery(key):
+                    metrics.DEDUPLICATED_EVENTS.labels(item.kind.split(".", 1)[0]).inc()
+                    return False
+            except Exception:  # the cache is down too: answer rather than drop
+                pass
+        entry = InboxEntry(id=f"local-{time.monotonic_ns()}", item=item, enqueued_at=time.time())
+        self._spawn(entry, durable=False)
+        return True
+
+    def serve(self, kind: str, handler: Handler) -> None:
+        """Run `handler` for entries of `kind` (this process's platform), from now on."""
+        self._handlers[kind] = handler
+        if self.inbox is None:
+            return
+        self._loops.append(asyncio.create_task(self._read(kind), name=f"inbox-read-{kind}"))
+        self._loops.append(asyncio.create_task(self._renew(kind), name=f"inbox-renew-{kind}"))
+        self._loops.append(asyncio.create_task(self._stats(kind), name=f"inbox-stats-{kind}"))
+
+    # -- the loops -----------------------------------------------------------------------------
+
+    async def _read(self, kind: str) -> None:
+        assert self.inbox is not None
+        while not self._stopping:
+            free = self._max_in_flight - len(self._held)
+            if free <= 0:
+                await asyncio.sleep(0.05)
+                continue
+            try:
+                entries = await self.inbox.take(
+                    kind, self.consumer, count=min(free, READ_BATCH), wait=READ_WAIT
+                )
+            except StoreUnavailable:
+                await asyncio.sleep(OUTAGE_BACKOFF)
+                continue
+            except Exception:
+                log.exception("inbox_read_failed", extra={"fields": {"kind": kind}})
+                await asyncio.sleep(OUTAGE_BACKOFF)
+                continue
+            for entry in entries:
+                if self._stopping:  # read while stopping: give it straight back
+                    await self._hand_back(kind, [entry])
+                    continue
+                if entry.id in self._held:  # our own, re-taken after a missed renewal
+                    continue
+                if entry.tries > 1:
+                    metrics.INBOX_CLAIMED.labels(kind).inc()
+                    log.info(
+                        "inbox_claimed",
+                        extra={"fields": {"kind": kind, "entry": entry.id, "tries": entry.tries}},
+                    )
+                self._held[entry.id] = entry
+                self._spawn(entry, durable=True)
+
+    async def _renew(self, kind: str) -> None:
+        assert self.inbox is not None
+        interval = max(self.claim_after / 3, 0.05)
+        while not self._stopping:
+            await asyncio.sleep(interval)
+            held = [e for e in self._held.values() if e.item.kind == kind]
+            if not held:
+                continue
+            try:
+                lost = await self.inbox.renew(kind, self.consumer, held)
+            except Exception as exc:
+                log.warning("inbox_renew_failed", extra={"fields": {"error": type(exc).__name__}})
+                continue
+            for entry_id in lost:  # taken over while this worker still runs it (a long stall)
+                log.warning("inbox_entry_lost", extra={"fields": {"entry": entry_id}})
+
+    async def _stats(self, kind: str) -> None:
+        assert self.inbox is not None
+        while not self._stopping:
+            try:
+                stats = await self.inbox.stats(kind)
+                metrics.INBOX_DEPTH.labels(kind).set(stats.depth)
+                metrics.INBOX_OLDEST.labels(kind).set(stats.oldest_age)
+            except Exception:
+                pass  # health reports the store itself; the figures just go stale
+            await asyncio.sleep(STATS_INTERVAL)
+
+    # -- running one entry ---------------------------------------------------------------------
+
+    def _spawn(self, entry: InboxEntry, *, durable: bool) -> None:
+        task = asyncio.create_task(self._run(entry, durable), name=f"inbox-{entry.item.kind}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, entry: InboxEntry, durable: bool) -> None:
+        kind = entry.item.kind
+        try:
+            # The per-session FIFO is entered before any other await: tasks are started in the
+            # order entries were read, so they enter in that order.
+            async with self._order.hold(entry.item.session):
+                if durable and entry.tries > self.max_tries:
+                    metrics.INBOX_DEAD_LETTER.labels(kind).inc()
+                    log.error(
+                        "inbox_dead_letter",
+                        extra={"fields": {"kind": kind, "entry": entry.id, "tries": entry.tries}},
+                    )
+                    await self._done(entry)
+                    return
+                if durable:
+                    await self._wait_turn(entry)
+                async with self._slots:
+                    await self._handle(entry, durable)
+                if durable:
+                    await self._done(entry)
+                    if entry.seq:
+                        self._done_here[entry.item.session] = entry.seq
+        except asyncio.CancelledError:
+            if durable:
+                await self._hand_back(kind, [entry])
+            raise
+        finally:
+            self._held.pop(entry.id, None)
+
+    async def _wait_turn(self, entry: InboxEntry) -> None:
+        """Until the entries put before this one in its session are done (other replicas)."""
+        assert self.inbox is not None
+        if entry.seq and self._done_here.get(entry.item.session) == entry.seq - 1:
+            return  # its predecessor just finished in this process
+        deadline = time.monotonic() + self.order_wait
+        pause = 0.01
+        while True:
+            try:
+                if await self.inbox.ready(entry):
+                    return
+            except StoreUnavailable:
+                pass
+            if time.monotonic() >= deadline:
+                metrics.INBOX_ORDER_TIMEOUTS.labels(entry.item.kind).inc()
+                log.warning(
+                    "inbox_order_timeout",
+                    extra={"fields": {"entry": entry.id, "session_seq": entry.seq}},
+                )
+                return
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.25)
+
+    async def _handle(self, entry: InboxEntry, durable: bool) -> None:
+        handler = self._handlers.get(entry.item.kind)
+        if handler is None:
+            log.error("inbox_no_handler", extra={"fields": {"kind": entry.item.kind}})
+            return
+        delivery = Delivery(entry, durable, self.inbox.note if durable and self.inbox else None)
+        try:
+            await handler(delivery)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            metrics.ERRORS.labels(entry.item.kind.split(".", 1)[0], "inbox_handler_failed").inc()
+            log.exception("inbox_handler_failed", extra={"fields": {"kind": entry.item.kind}})
+
+    async def _done(self, entry: InboxEntry) -> None:
+        assert self.inbox is not None
+        for attempt in range(5):
+            try:
+                await self.inbox.done(entry)
+                return
+            except StoreUnavailable:
+                await asyncio.sleep(0.2 * 2**attempt)
+        # Left pending: it is taken over later, and the re-run finds its turn complete.
+        log.warning("inbox_done_failed", extra={"fields": {"entry": entry.id}})
+
+    async def _hand_back(self, kind: str, entries: list[InboxEntry]) -> None:
+        if self.inbox is None or not entries:
+            return
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self.inbox.hand_back(kind, entries))
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    @property
+    def kinds(self) -> list[str]:
+        """The kinds this process serves."""
+        return list(self._handlers)
+
+    async def stop(self, grace: float) -> int:
+        """Stop taking entries, wait up to `grace` seconds for running ones, hand the rest back.
+        Returns how many were handed back (or, without an inbox, cut short)."""
+        self._stopping = True
+        for loop in self._loops:
+            loop.cancel()
+        if self._loops:
+            await asyncio.wait(self._loops, timeout=READ_WAIT + 6.0)
+        self._loops.clear()
+        pending = set(self._tasks)
+        if not pending:
+            return 0
+        log.info("inbox_draining", extra={"fields": {"tasks": len(pending), "grace": grace}})
+        _, still = await asyncio.wait(pending, timeout=grace)
+        for task in still:
+            task.cancel()
+        if still:
+            await asyncio.wait(still, timeout=5.0)
+        return len(still)
