@@ -408,6 +408,16 @@ async def _send(http: aiohttp.ClientSession, url: str, signed: Signed) -> tuple[
         return sent, time.monotonic() - sent, resp.status
 
 
+def _settings(pairs: list[str]) -> dict[str, str]:
+    found = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"--bot-env wants NAME=VALUE, not {pair!r}")
+        found[name] = value
+    return found
+
+
 def _store(args: argparse.Namespace) -> str:
     if args.store != "auto":
         return str(args.store)
@@ -440,6 +450,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
             else:
                 env = _bot_env(api_url, openai_url, bot_token)
                 env["BOT_DATA_DIR"] = str(workdir / "data")
+                env.update(_settings(args.bot_env))
                 if _store(args) != "embedded":
                     store_pids = stack.enter_context(
                         _shared_stores(env, _store(args), args.mongodb_uri)
@@ -642,7 +653,7 @@ def _figures(args: argparse.Namespace, r: dict[str, Any]) -> list[dict[str, Any]
         "sleep core"
         if args.core == "sleep"
         else f"{args.replicas} replica{'s' if args.replicas != 1 else ''}, {_store(args)} store"
-    )
+    ) + "".join(f", {pair}" for pair in args.bot_env)
     answered = r["events"] - r["lost"] - r["duplicated"]
     cpu_per = r["bot_cpu"] / answered * ms if answered else float("nan")
     ack_p99 = _pct(r["acks"], 0.99) * ms
@@ -719,7 +730,7 @@ def _report(args: argparse.Namespace, r: dict[str, Any]) -> None:
         "core=sleep"
         if args.core == "sleep"
         else f"core=real, replicas={args.replicas} ({_store(args)} store)"
-    )
+    ) + "".join(f", {pair}" for pair in args.bot_env)
     answered = r["events"] - r["lost"] - r["duplicated"]
     print(
         f"Slack adapter bench: mode={args.mode}, {where}, "
@@ -808,6 +819,13 @@ def main() -> None:
     parser.add_argument("--max-turns", type=int, default=SlackConfigDefaults.max_concurrent_turns)
     parser.add_argument(
         "--mongodb-uri", default=None, help="shared store: this MongoDB instead of mongoeco"
+    )
+    parser.add_argument(
+        "--bot-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for every bot process (repeatable), e.g. BOT_INBOX=off for an A/B",
     )
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument("--role", choices=("driver", "fakes", "bot"), default="driver")

@@ -69,6 +69,9 @@ class Summariser(Protocol):
 class HotSession:
     state: SessionState
     tail: list[StoredMessage] = field(default_factory=list)  # seq > state.summary_upto_seq
+    # The JSON form of tail[:len(dumped)], as the cache holds it: a save dumps only what is new
+    # (dumping a long tail twice a turn was a quarter of a turn's CPU in old conversations).
+    dumped: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     @property
     def last_seq(self) -> int:
@@ -129,24 +132,34 @@ class SessionMemory:
         state = stored_state or SessionState(session=session.id)
         if last_seq == 0:
             return HotSession(state, [])  # no message was ever written: nothing to read
-        tail = await self._cached_tail(session)
-        if tail is None or (tail[-1].seq if tail else 0) != last_seq:
-            tail = await self.store.recent(session, limit=TAIL_LIMIT)
-            await self._save_tail(session, tail)
-        return HotSession(state, [m for m in tail if m.seq > state.summary_upto_seq])
+        hot = await self._cached_tail(session, state)
+        if hot is None or hot.last_seq != last_seq:
+            hot = HotSession(state, await self.store.recent(session, limit=TAIL_LIMIT))
+            await self._save_tail(session, hot)
+        upto = state.summary_upto_seq
+        if hot.tail and hot.tail[0].seq <= upto:  # drop what the summary already covers
+            keep = [i for i, m in enumerate(hot.tail) if m.seq > upto]
+            aligned = len(hot.dumped) == len(hot.tail)
+            hot.tail = [hot.tail[i] for i in keep]
+            hot.dumped = [hot.dumped[i] for i in keep] if aligned else []
+        return hot
 
-    async def _cached_tail(self, session: SessionKey) -> list[StoredMessage] | None:
+    async def _cached_tail(self, session: SessionKey, state: SessionState) -> HotSession | None:
         try:
             raw = await self.cache.get_json(self._hot_key(session))
             if not isinstance(raw, list):
                 return None
-            return [StoredMessage.model_validate(m) for m in raw]
+            # The dicts are this read's own copies (the cache hands out fresh JSON values).
+            return HotSession(state, [StoredMessage.model_validate(m) for m in raw], raw)
         except Exception:  # a corrupt or old-format entry is just a miss
             log.warning("hot_session_unreadable", extra={"fields": {"session": session.id}})
             return None
 
-    async def _save_tail(self, session: SessionKey, tail: list[StoredMessage]) -> None:
-        payload = [m.model_dump(mode="json") for m in tail[-TAIL_LIMIT:]]
+    async def _save_tail(self, session: SessionKey, hot: HotSession) -> None:
+        if len(hot.dumped) > len(hot.tail):
+            hot.dumped = []
+        hot.dumped.extend(m.model_dump(mode="json") for m in hot.tail[len(hot.dumped) :])
+        payload = hot.dumped[-TAIL_LIMIT:]
         await self.cache.set_json(self._hot_key(session), payload, ttl=self.idle_ttl)
 
     async def forget_hot(self, session_ids: list[str]) -> None:
@@ -164,7 +177,7 @@ class SessionMemory:
         with tracing.span("store.append", {"messages": len(messages)}):
             stored = await self.store.append(session, messages)
         hot.tail.extend(stored)
-        await self._save_tail(session, hot.tail)
+        await self._save_tail(session, hot)
         return stored
 
     def needs_compression(self, hot: HotSession) -> bool:

@@ -2,7 +2,8 @@
 loopback (uvicorn), with the kinds of tools a team's ticket system would expose.
 
 - `search_tickets` (read-only, typed inputs with an enum and a bounded integer),
-- `create_ticket` (a write: counts how often it really ran),
+- `create_ticket` (a write: counts how often it really ran; calls whose title is in
+  `held_titles` wait for `writes_released` first, so a test can kill a client mid-write),
 - `slow_report` (sleeps as long as asked),
 - `explode` (fails: an error result),
 - `chart` (returns an image and a resource link),
@@ -38,6 +39,9 @@ class FakeMcp:
     calls: list[str] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     report_started: asyncio.Event = field(default_factory=asyncio.Event)
+    held_titles: set[str] = field(default_factory=set)
+    writes_released: asyncio.Event = field(default_factory=asyncio.Event)
+    started: list[dict[str, Any]] = field(default_factory=list)  # create_ticket calls begun
 
     def __post_init__(self) -> None:
         self._server: uvicorn.Server | None = None
@@ -65,12 +69,15 @@ class FakeMcp:
             return {"tickets": hits, "total": limit}
 
         @mcp.tool()
-        def create_ticket(
+        async def create_ticket(
             title: Annotated[str, Field(description="One-line summary")],
             priority: Annotated[int, Field(ge=1, le=4, description="1 urgent .. 4 low")] = 3,
         ) -> str:
             """Open a new support ticket."""
             state.calls.append("create_ticket")
+            state.started.append({"title": title, "priority": priority})
+            if title in state.held_titles:
+                await state.writes_released.wait()
             state.created.append({"title": title, "priority": priority})
             return f"Created ticket T-{100 + len(state.created)}"
 

@@ -81,6 +81,7 @@ class Reply:
     finish_reason: str | None = None  # default: "tool_calls" when there are calls, else "stop"
     usage: dict[str, int] | None = None  # default: estimated (characters // 4)
     stall: float = 0.0  # when streaming: seconds of silence after the first chunk
+    stall_after: int = 0  # ... or after this many more chunks (1: once the first text is out)
 
 
 @dataclass(frozen=True)
@@ -123,9 +124,17 @@ def text(
     usage: dict[str, int] | None = None,
     finish_reason: str = "stop",
     stall: float = 0.0,
+    stall_after: int = 0,
 ) -> Reply:
-    """A plain text reply; `stall` makes a stream go silent after its first chunk."""
-    return Reply(content=content, finish_reason=finish_reason, usage=usage, stall=stall)
+    """A plain text reply; `stall` makes a stream go silent after its first chunk (the role),
+    or `stall_after` chunks later (1: after the first piece of text, which the client shows)."""
+    return Reply(
+        content=content,
+        finish_reason=finish_reason,
+        usage=usage,
+        stall=stall,
+        stall_after=stall_after,
+    )
 
 
 def tool_calls(
@@ -702,10 +711,11 @@ class FakeOpenAI:
             request,
             [json.dumps(c, ensure_ascii=False) for c in self._chunks(body, step)],
             stall=step.stall,
+            stall_at=step.stall_after,
         )
 
     async def _stream_raw(
-        self, request: web.Request, payloads: list[str], *, stall: float = 0.0
+        self, request: web.Request, payloads: list[str], *, stall: float = 0.0, stall_at: int = 0
     ) -> web.StreamResponse:
         response = web.StreamResponse(
             status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -713,7 +723,7 @@ class FakeOpenAI:
         await response.prepare(request)
         for n, payload in enumerate([*payloads, "[DONE]"]):
             await response.write(f"data: {payload}\n\n".encode())
-            if stall and n == 0:
+            if stall and n == stall_at:
                 await self._sleep(stall)
             if self.chunk_delay:
                 await asyncio.sleep(self.chunk_delay)

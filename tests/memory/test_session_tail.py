@@ -77,3 +77,28 @@ async def test_after_an_erasure_of_the_newest_message_the_store_is_read(
         (1, "from the cache"),
         (3, "next"),
     ]
+
+
+async def test_the_cached_copy_is_the_whole_tail_after_every_write(
+    parts: tuple[SessionMemory, SqliteStore, MemoryCache],
+) -> None:
+    """Saves add only the new messages' JSON to what the cache held: the cached copy must still
+    equal the store's messages, also across summary folds and reloads."""
+    memory, store, cache = parts
+    for turn in range(6):
+        if turn == 4:  # the hot copy is dropped: the next load reads the store
+            await memory.forget_hot([SESSION.id])
+        hot = await memory.load(SESSION)
+        await memory.append(SESSION, hot, [said(f"q{turn}", turn=f"t{turn}")])
+        await memory.append(SESSION, hot, [said(f"a{turn}", BOB, f"t{turn}")])
+        if turn == 2:  # a summary folds the first four messages
+            state = hot.state
+            state.summary, state.summary_upto_seq = "earlier", 4
+            assert await store.put_state(SESSION, state)
+        upto = 4 if turn >= 3 else 0
+        stored = await store.recent(SESSION, limit=100)
+        expected = [m.model_dump(mode="json") for m in stored if m.seq > upto]
+        assert await cache.get_json(hot_key(SESSION.id)) == expected, turn
+    assert [m.content for m in (await memory.load(SESSION)).tail] == [
+        m.content for m in await store.recent(SESSION, limit=100) if m.seq > 4
+    ]

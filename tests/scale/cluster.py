@@ -258,7 +258,7 @@ class Cluster:
 
     def __post_init__(self) -> None:
         self.run = f"{next(_RUN)}{uuid.uuid4().hex[:4]}"
-        self._count = itertools.count(1)
+        self._sent = 0
         self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
         self.data_dir = self.workdir / "data"
         self.mongo_db = f"scale_{uuid.uuid4().hex[:10]}"
@@ -328,7 +328,12 @@ class Cluster:
 
     def marker(self) -> str:
         """A fresh marker `q-<run>-<n>` to put in a message's text."""
-        return f"q-{self.run}-{next(self._count)}"
+        self._sent += 1
+        return f"q-{self.run}-{self._sent}"
+
+    def next_marker(self) -> str:
+        """The marker the next message sent will carry (to script the model for it first)."""
+        return f"q-{self.run}-{self._sent + 1}"
 
     async def post(
         self, bot: BotProcess, body: dict[str, Any], *, retry_num: int | None = None
@@ -345,6 +350,9 @@ class Cluster:
             return resp.status
 
     async def _deliver(self, bot: BotProcess, body: dict[str, Any]) -> None:
+        user = str(body["event"].get("user") or "")
+        if user and user not in self.slack.users:  # people exist at Slack (users.info)
+            self.slack.add_user(user, f"Person {user}")
         status = await self.post(bot, body)
         assert status == 200, f"{bot.name} answered {status} to {body['event']['type']}"
 

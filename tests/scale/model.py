@@ -9,7 +9,9 @@ ending, e.g. `_create_ticket`), then answer once the tool's result is back.
 Delays are attributes the test changes while it runs: `answer_delay` (seconds before a final
 answer), `call_delay` (before a tool call). `hold` (an asyncio.Event that is cleared) parks
 final answers until it is set, so a test can keep turns in flight as long as it needs, and a
-killed client's parked requests simply go away with their connection.
+killed client's parked requests simply go away with their connection. Markers in `partial`
+are answered differently while parked: the first piece of the answer is streamed at once (the
+bot shows it), then the stream stalls; a turn killed there has a visible, unfinished reply.
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ MARKER = re.compile(r"\bq-[0-9a-z]+-\d+\b")
 def answer_for(marker: str) -> str:
     """The final answer the brain gives to the message carrying `marker`."""
     return f"answer to {marker}"
+
+
+def ticket_title(marker: str) -> str:
+    """The title the brain gives the write tool for the message carrying `marker`."""
+    return f"please create {marker}"
 
 
 def markers_in(value: str) -> list[str]:
@@ -65,6 +72,7 @@ class ScaleBrain:
     hold: asyncio.Event = field(default_factory=asyncio.Event)
     holding: bool = False  # when True, final answers wait for `hold` (at most `hold_limit`)
     hold_limit: float = 60.0
+    partial: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.hold.set()
@@ -97,7 +105,9 @@ class ScaleBrain:
             if self.call_delay:
                 await asyncio.sleep(self.call_delay)
             # The same arguments for the same message: a re-run is the same write.
-            return tool_calls([(tool, {"title": f"please create {marker}", "priority": 2})])
+            return tool_calls([(tool, {"title": ticket_title(marker), "priority": 2})])
+        if self.holding and marker in self.partial:
+            return text(answer_for(marker), stall=self.hold_limit, stall_after=1)
         if self.holding:
             await asyncio.wait_for(self.hold.wait(), self.hold_limit)
         if self.answer_delay:
