@@ -1,0 +1,98 @@
+"""The inbox worker in the windows a review found (shutdown's drain, ...). Real Redis and the
+real SQLite store; the oracles are what each handler saw."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.inbox import Delivery, InboxWorker
+from bot.stores.inbox import Inbox, InboxItem
+from bot.stores.inbox_redis import RedisInbox
+from bot.stores.inbox_sqlite import SqliteInbox
+from bot.stores.sqlite import SqliteStore
+from tests.helpers import until
+
+KIND = "test.message"
+CLAIM = 0.6
+
+
+def item(session: str, n: int) -> InboxItem:
+    return InboxItem(kind=KIND, session=session, body={"s": session, "n": n})
+
+
+async def never_seen(key: str) -> bool:
+    return True
+
+
+class Seen:
+    """A handler that records (session, n) and can be held until released."""
+
+    def __init__(self, *, held: bool = False) -> None:
+        self.runs: list[tuple[str, int]] = []
+        self.started: list[tuple[str, int]] = []
+        self.release = asyncio.Event()
+        if not held:
+            self.release.set()
+
+    async def __call__(self, delivery: Delivery) -> None:
+        key = (delivery.body["s"], delivery.body["n"])
+        self.started.append(key)
+        await self.release.wait()
+        self.runs.append(key)
+
+
+@pytest.fixture(params=["redis", "sqlite"])
+async def boxes(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[list[Inbox]]:
+    """Two handles on one inbox, as two processes would have."""
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_url")
+        prefix = request.getfixturevalue("redis_prefix")
+        made: list[Any] = [RedisInbox.from_url(url, prefix=prefix, claim_after=CLAIM) for _ in "ab"]
+        yield made
+        for box in made:
+            await box.close()
+    else:
+        stores = [await SqliteStore.open(tmp_path / "bot.db") for _ in "ab"]
+        yield [await SqliteInbox.open(s.worker, claim_after=CLAIM) for s in stores]
+        for store in stores:
+            await store.close()
+
+
+@pytest.fixture
+async def workers() -> AsyncIterator[list[InboxWorker]]:
+    started: list[InboxWorker] = []
+    yield started
+    for worker in started:
+        await worker.stop(0.5)
+
+
+async def test_an_entry_finishing_during_the_stop_grace_is_not_taken_over_meanwhile(
+    boxes: list[Inbox], workers: list[InboxWorker]
+) -> None:
+    """SIGTERM lets a running turn finish within the grace period: its entry must stay this
+    worker's all that time (renewed), or another replica runs the same turn a second time."""
+    slow = Seen(held=True)
+    first = InboxWorker(boxes[0], first_delivery=never_seen, claim_after=CLAIM)
+    workers.append(first)
+    first.serve(KIND, slow)
+    await first.put(item("s1", 1))
+    await until(lambda: slow.started == [("s1", 1)], what="the first worker runs it")
+    other = Seen()
+    second = InboxWorker(boxes[1], first_delivery=never_seen, claim_after=CLAIM)
+    workers.append(second)
+    second.serve(KIND, other)
+    stopping = asyncio.create_task(first.stop(grace=30.0))
+    await asyncio.sleep(CLAIM * 5)  # the turn goes on well past the claim time
+    slow.release.set()
+    assert await stopping == 0  # it finished within the grace period: nothing handed back
+    # A positive signal that the second worker was reading and claiming all along.
+    await second.put(item("s2", 1))
+    await until(lambda: ("s2", 1) in other.runs, what="the second worker is live")
+    await until(lambda: second.in_flight == 0, what="the second worker is idle")
+    assert slow.runs == [("s1", 1)]
+    assert ("s1", 1) not in other.started  # never run twice
