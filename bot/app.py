@@ -382,7 +382,6 @@ async def build_app(
             mode=settings.bot_inbox,
             redis_url=settings.redis_url,
             prefix=settings.bot_redis_prefix,
-            store=store,
             data_dir=settings.bot_data_dir,
             claim_after=settings.bot_inbox_claim_seconds,
         )
