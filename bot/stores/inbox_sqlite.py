@@ -21,6 +21,7 @@ import sqlite3
 import time
 from typing import Any
 
+from bot.keys import PersonKey
 from bot.stores.inbox import MAX_BODY_CHARS, SEEN_TTL, InboxEntry, InboxItem, InboxStats
 from bot.stores.leases import holder_is_dead
 from bot.stores.sqlite_worker import SqliteWorker, transaction
@@ -226,6 +227,23 @@ class SqliteInbox:
         depth, oldest = int(row[0]), row[1]
         age = max(0.0, time.time() - float(oldest)) if oldest is not None else 0.0
         return InboxStats(depth=depth, oldest_age=age)
+
+    async def erase_person(self, person: PersonKey) -> int:
+        """Nothing here is kept per person: a handled entry's row is deleted (`done`)."""
+        return 0
+
+    async def compact(self) -> None:
+        """Empty the WAL and return freed pages: a handled entry's row is zeroed by
+        secure_delete, but the WAL still holds the page with the person's words until it is
+        checkpointed. `/memory forget all` calls this (the inbox is one of the eraser's tiers)."""
+
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute("PRAGMA incremental_vacuum").fetchall()
+            row = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if row is not None and row[0] != 0:
+                raise sqlite3.OperationalError(f"WAL checkpoint blocked by a reader: {row}")
+
+        await self._db.call(run)
 
     async def close(self) -> None:
         if self._owns_worker:
