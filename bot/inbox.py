@@ -161,13 +161,19 @@ class InboxWorker:
         assert self.inbox is not None
         while not self._stopping:
             free = self._max_in_flight - len(self._held)
-            if free <= 0:
-                await asyncio.sleep(0.05)
-                continue
             try:
-                entries = await self.inbox.take(
-                    kind, self.consumer, count=min(free, READ_BATCH), wait=READ_WAIT
-                )
+                if free > 0:
+                    entries = await self.inbox.take(
+                        kind, self.consumer, count=min(free, READ_BATCH), wait=READ_WAIT
+                    )
+                else:
+                    # Full, perhaps of entries waiting for a predecessor a dead replica held:
+                    # take-overs only (bounded by what dead workers held), no new entries.
+                    entries = await self.inbox.take(
+                        kind, self.consumer, count=READ_BATCH, wait=0.0, fresh=False
+                    )
+                    if not entries:
+                        await asyncio.sleep(0.05)
             except StoreUnavailable:
                 await asyncio.sleep(OUTAGE_BACKOFF)
                 continue
@@ -226,10 +232,15 @@ class InboxWorker:
 
     async def _run(self, entry: InboxEntry, durable: bool) -> None:
         kind = entry.item.kind
+        # The per-session FIFO is entered before any other await: tasks are started in the
+        # order entries were read, so they enter in that order, which is the order they were
+        # put. Not so for an entry taken over from a dead worker: entries put after it may be
+        # here already, waiting for it; it is ordered by the inbox's numbers alone
+        # (`_wait_turn`), or it would queue behind its own successors until `order_wait`.
+        taken_over = durable and entry.seq > 0 and entry.tries > 1
+        order = contextlib.nullcontext() if taken_over else self._order.hold(entry.item.session)
         try:
-            # The per-session FIFO is entered before any other await: tasks are started in the
-            # order entries were read, so they enter in that order.
-            async with self._order.hold(entry.item.session):
+            async with order:
                 if durable and entry.tries > self.max_tries:
                     metrics.INBOX_DEAD_LETTER.labels(kind).inc()
                     log.error(

@@ -110,7 +110,11 @@ class SqliteInbox:
             self._wake.set()
         return entry_id
 
-    async def take(self, kind: str, consumer: str, *, count: int, wait: float) -> list[InboxEntry]:
+    async def take(
+        self, kind: str, consumer: str, *, count: int, wait: float, fresh: bool = True
+    ) -> list[InboxEntry]:
+        if not fresh:
+            return []  # only heads of sessions are taken: a held entry never waits for another
         deadline = time.monotonic() + wait
         while True:
             self._wake.clear()

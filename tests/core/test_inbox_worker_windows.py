@@ -96,3 +96,33 @@ async def test_an_entry_finishing_during_the_stop_grace_is_not_taken_over_meanwh
     await until(lambda: second.in_flight == 0, what="the second worker is idle")
     assert slow.runs == [("s1", 1)]
     assert ("s1", 1) not in other.started  # never run twice
+
+
+@pytest.mark.parametrize("slots", [2, 64])
+async def test_a_worker_takes_over_the_entry_its_own_are_waiting_for_and_runs_it_first(
+    redis_url: str, redis_prefix: str, workers: list[InboxWorker], slots: int
+) -> None:
+    """A worker holds follow-ups of a session whose first message belongs to a replica that
+    died. It must claim that one (also when every slot is taken by the waiting follow-ups) and
+    run it first (a taken-over entry must not queue behind its successors in this process),
+    not wait out `order_wait` and then answer the follow-ups before the first message."""
+    box = RedisInbox.from_url(redis_url, prefix=redis_prefix, claim_after=CLAIM)
+    try:
+        await box.put(item("s1", 1))
+        (held,) = await box.take(KIND, "elsewhere:1:gone", count=1, wait=2.0)  # then it died
+        for n in (2, 3):
+            await box.put(item("s1", n))
+        seen = Seen()
+        worker = InboxWorker(
+            box, first_delivery=never_seen, claim_after=CLAIM, max_in_flight=slots, order_wait=60
+        )
+        workers.append(worker)
+        worker.serve(KIND, seen)
+        await until(lambda: len(seen.runs) == 3, timeout=15, what="all three answered")
+        assert seen.runs == [("s1", 1), ("s1", 2), ("s1", 3)]
+        assert held.item.body["n"] == 1
+    finally:
+        for worker in workers:
+            await worker.stop(0.5)
+        workers.clear()
+        await box.close()
