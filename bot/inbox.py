@@ -127,7 +127,7 @@ class InboxWorker:
             try:
                 entry_id = await self.inbox.put(item)
                 return entry_id is not None
-            except (StoreUnavailable, ValueError) as exc:  # down, or an oversized item
+            except Exception as exc:  # down, refusing writes (OOM, MISCONF...), an oversized item
                 metrics.INBOX_FALLBACK.labels(item.kind).inc()
                 log.warning(
                     "inbox_unavailable",

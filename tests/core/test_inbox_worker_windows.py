@@ -4,11 +4,16 @@ real SQLite store; the oracles are what each handler saw."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis as sync_redis
 
 from bot.inbox import Delivery, InboxWorker
 from bot.stores.inbox import Inbox, InboxItem
@@ -16,6 +21,7 @@ from bot.stores.inbox_redis import RedisInbox
 from bot.stores.inbox_sqlite import SqliteInbox
 from bot.stores.sqlite import SqliteStore
 from tests.helpers import until
+from tests.support.ci import missing
 
 KIND = "test.message"
 CLAIM = 0.6
@@ -125,4 +131,50 @@ async def test_a_worker_takes_over_the_entry_its_own_are_waiting_for_and_runs_it
         for worker in workers:
             await worker.stop(0.5)
         workers.clear()
+        await box.close()
+
+
+@pytest.fixture
+def full_redis() -> Iterator[str]:
+    """A Redis of this test's own (a unix socket, no port) at its memory limit: every write is
+    refused with OOM, as a production Redis with `maxmemory` and `noeviction` does when full."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        missing("redis-server is not installed")
+    directory = tempfile.mkdtemp(prefix="rv-redis-")
+    sock = f"{directory}/redis.sock"
+    args = ["--port", "0", "--unixsocket", sock, "--save", "", "--appendonly", "no"]
+    args += ["--maxmemory", "1", "--maxmemory-policy", "noeviction", "--dir", directory]
+    proc = subprocess.Popen([binary, *args], stdout=subprocess.DEVNULL)
+    try:
+        client = sync_redis.Redis(unix_socket_path=sock)
+        for _ in range(500):  # until it answers (it starts in a few milliseconds)
+            try:
+                client.ping()
+                break
+            except sync_redis.ConnectionError:
+                time.sleep(0.01)
+        client.close()
+        yield f"unix://{sock}"
+    finally:
+        proc.terminate()
+        proc.wait(5)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+async def test_an_inbox_redis_that_refuses_writes_still_gets_the_event_answered(
+    full_redis: str,
+) -> None:
+    """The inbox cannot take the event (Redis answers OOM, MISCONF...): the adapter must still
+    get an answer from `put` and the event run here, as when Redis is down, or Slack is acked
+    with an error, re-sends it to the same refusal and the message is never answered."""
+    box = RedisInbox.from_url(full_redis, prefix="t:", claim_after=CLAIM)
+    try:
+        seen = Seen()
+        worker = InboxWorker(box, first_delivery=never_seen, claim_after=CLAIM)
+        worker._handlers[KIND] = seen  # serve() would start readers on the refusing inbox
+        assert await worker.put(item("s1", 1)) is True
+        await until(lambda: seen.runs == [("s1", 1)], what="run in this process")
+        assert await worker.stop(1.0) == 0
+    finally:
         await box.close()
