@@ -153,7 +153,9 @@ class RedisInbox:
             raise StoreUnavailable(f"Redis unavailable during inbox put: {exc}") from exc
         return None if entry_id is None else _text(entry_id)
 
-    async def take(self, kind: str, consumer: str, *, count: int, wait: float) -> list[InboxEntry]:
+    async def take(
+        self, kind: str, consumer: str, *, count: int, wait: float, fresh: bool = True
+    ) -> list[InboxEntry]:
         stream = self._stream(kind)
         try:
             await self._group(stream)
@@ -164,6 +166,8 @@ class RedisInbox:
                 claimed = await self._claim(stream, consumer, count)
                 if claimed:
                     return await self._with_notes(claimed, fresh=False)
+            if not fresh:
+                return []
             reply: Any = await self.client.xreadgroup(
                 GROUP, consumer, {stream: ">"}, count=count, block=max(int(wait * 1000), 1)
             )
