@@ -178,3 +178,44 @@ async def test_an_inbox_redis_that_refuses_writes_still_gets_the_event_answered(
         assert await worker.stop(1.0) == 0
     finally:
         await box.close()
+
+
+async def test_consumers_of_workers_gone_are_removed_from_the_redis_group(
+    redis_url: str, redis_prefix: str, workers: list[InboxWorker]
+) -> None:
+    """Every process start adds a consumer to the stream's group; one that stopped (or was
+    killed, once its entries were taken over) must not stay there forever, or the group grows
+    by one per deploy and per crash."""
+    claim = 0.3
+    boxes = [RedisInbox.from_url(redis_url, prefix=redis_prefix, claim_after=claim) for _ in "ab"]
+    client = sync_redis.Redis.from_url(redis_url)
+
+    def consumers() -> set[str]:
+        rows = client.xinfo_consumers(f"{redis_prefix}inbox:{KIND}", "workers")
+        return {
+            str(r["name"], "utf-8") if isinstance(r["name"], bytes) else r["name"] for r in rows
+        }
+
+    try:
+        seen = Seen()
+        gone = InboxWorker(boxes[0], first_delivery=never_seen, claim_after=claim)
+        gone.serve(KIND, seen)
+        await gone.put(item("s1", 1))
+        await until(lambda: seen.runs == [("s1", 1)], what="handled by the first worker")
+        await until(lambda: gone.in_flight == 0, what="done")
+        assert await gone.stop(1.0) == 0
+        assert gone.consumer in consumers()
+        live = InboxWorker(boxes[1], first_delivery=never_seen, claim_after=claim)
+        workers.append(live)
+        live.serve(KIND, seen)
+        await until(lambda: gone.consumer not in consumers(), timeout=20, what="pruned")
+        await live.put(item("s2", 1))
+        await until(lambda: ("s2", 1) in seen.runs, what="the live worker still reads")
+        assert live.consumer in consumers()
+    finally:
+        for worker in workers:
+            await worker.stop(0.5)
+        workers.clear()
+        client.close()
+        for box in boxes:
+            await box.close()
