@@ -402,10 +402,18 @@ def _sign(body: dict[str, Any], retry: int | None) -> Signed:
 
 
 async def _send(http: aiohttp.ClientSession, url: str, signed: Signed) -> tuple[float, float, int]:
+    """One signed post. A pooled connection the bot closed while idle (its idle timeout) is
+    retried once on a new one, as Slack's sender would; the ack time counts from the first try."""
     sent = time.monotonic()
-    async with http.post(url, data=signed[0], headers=signed[1]) as resp:
-        await resp.read()
-        return sent, time.monotonic() - sent, resp.status
+    for attempt in (1, 2):
+        try:
+            async with http.post(url, data=signed[0], headers=signed[1]) as resp:
+                await resp.read()
+                return sent, time.monotonic() - sent, resp.status
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _settings(pairs: list[str]) -> dict[str, str]:

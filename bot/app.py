@@ -34,6 +34,7 @@ from bot.model import ModelClient, ModelError
 from bot.ratelimit import Rate, TurnLimiter
 from bot.stores.factory import open_cache, open_inbox, open_store, open_write_marks
 from bot.stores.inbox import Inbox, InboxItem
+from bot.stores.inbox_sqlite import SqliteInbox
 from bot.stores.protocols import Cache, LockTimeout, Store, StoreUnavailable
 from bot.text import clean_message, clean_request
 from bot.tokens import TokenCounter
@@ -140,6 +141,8 @@ class BotApp:
             box=self.toolboxes.box,
             lock_session=self._session_turn,
         )
+        if isinstance(inbox, SqliteInbox):  # its WAL holds handled messages until compacted
+            self.commands.eraser.tiers.append(inbox)
         self.session_locks: KeyLocks[str] = KeyLocks()  # in-process, by session id
         claim = settings.bot_inbox_claim_seconds
         self.worker = InboxWorker(
@@ -382,7 +385,6 @@ async def build_app(
             mode=settings.bot_inbox,
             redis_url=settings.redis_url,
             prefix=settings.bot_redis_prefix,
-            store=store,
             data_dir=settings.bot_data_dir,
             claim_after=settings.bot_inbox_claim_seconds,
         )

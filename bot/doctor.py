@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from bot.config import Settings
 from bot.model import ModelClient
@@ -63,11 +62,9 @@ async def run_checks(settings: Settings) -> bool:
             ok = await asyncio.wait_for(store.ping(), timeout=10.0)
         except Exception:
             ok = False
+        await store.close()
         results.append(_line(ok, "store", f"{where} {'answers' if ok else 'does not answer'}"))
-        try:
-            inbox = await _inbox_check(settings, store)
-        finally:
-            await store.close()
+        inbox = await _inbox_check(settings)
         if inbox is not None:
             results.append(inbox)
     except Exception as exc:
@@ -111,7 +108,7 @@ async def run_checks(settings: Settings) -> bool:
     return all(results)
 
 
-async def _inbox_check(settings: Settings, store: Any) -> bool | None:
+async def _inbox_check(settings: Settings) -> bool | None:
     """The durable inbox: where it is, how many entries wait, how old the oldest is."""
     from bot.stores.factory import open_inbox
 
@@ -125,7 +122,6 @@ async def _inbox_check(settings: Settings, store: Any) -> bool | None:
                 mode=settings.bot_inbox,
                 redis_url=settings.redis_url,
                 prefix=settings.bot_redis_prefix,
-                store=store,
                 data_dir=settings.bot_data_dir,
                 claim_after=settings.bot_inbox_claim_seconds,
             ),

@@ -13,8 +13,9 @@ kind. The guarantees, and how:
   another after `claim_after` seconds (at once on the same host for SQLite), and the handler sees
   `tries > 1` and the notes the first attempt left (`Delivery.note`: e.g. the reply it posted),
   so the re-run completes the same reply instead of posting another.
-- **Shutdown** (`stop`): stop taking, let running handlers finish within the grace period, then
-  cancel the rest and hand their entries back so another replica takes them at once.
+- **Shutdown** (`stop`): stop taking, let running handlers finish within the grace period (their
+  entries still renewed, so nobody takes them over meanwhile), then cancel the rest and hand
+  their entries back so another replica takes them at once.
 - **Poison**: an entry delivered `max_tries` times (it crashed its workers each time) is dropped
   with a log line and `bot_inbox_dead_letter_total`.
 - **Outage**: when the inbox cannot be written (Redis down), `put` runs the item in this process
@@ -114,6 +115,7 @@ class InboxWorker:
         self._done_here: TTLCache[str, int] = TTLCache(maxsize=50_000, ttl=600.0)
         self._tasks: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
+        self._renewers: list[asyncio.Task[None]] = []  # stopped last: they cover the drain
         self._stopping = False
 
     # -- intake --------------------------------------------------------------------------------
@@ -125,7 +127,7 @@ class InboxWorker:
             try:
                 entry_id = await self.inbox.put(item)
                 return entry_id is not None
-            except (StoreUnavailable, ValueError) as exc:  # down, or an oversized item
+            except Exception as exc:  # down, refusing writes (OOM, MISCONF...), an oversized item
                 metrics.INBOX_FALLBACK.labels(item.kind).inc()
                 log.warning(
                     "inbox_unavailable",
@@ -150,7 +152,7 @@ class InboxWorker:
         if self.inbox is None:
             return
         self._loops.append(asyncio.create_task(self._read(kind), name=f"inbox-read-{kind}"))
-        self._loops.append(asyncio.create_task(self._renew(kind), name=f"inbox-renew-{kind}"))
+        self._renewers.append(asyncio.create_task(self._renew(kind), name=f"inbox-renew-{kind}"))
         self._loops.append(asyncio.create_task(self._stats(kind), name=f"inbox-stats-{kind}"))
 
     # -- the loops -----------------------------------------------------------------------------
@@ -159,13 +161,19 @@ class InboxWorker:
         assert self.inbox is not None
         while not self._stopping:
             free = self._max_in_flight - len(self._held)
-            if free <= 0:
-                await asyncio.sleep(0.05)
-                continue
             try:
-                entries = await self.inbox.take(
-                    kind, self.consumer, count=min(free, READ_BATCH), wait=READ_WAIT
-                )
+                if free > 0:
+                    entries = await self.inbox.take(
+                        kind, self.consumer, count=min(free, READ_BATCH), wait=READ_WAIT
+                    )
+                else:
+                    # Full, perhaps of entries waiting for a predecessor a dead replica held:
+                    # take-overs only (bounded by what dead workers held), no new entries.
+                    entries = await self.inbox.take(
+                        kind, self.consumer, count=READ_BATCH, wait=0.0, fresh=False
+                    )
+                    if not entries:
+                        await asyncio.sleep(0.05)
             except StoreUnavailable:
                 await asyncio.sleep(OUTAGE_BACKOFF)
                 continue
@@ -191,7 +199,7 @@ class InboxWorker:
     async def _renew(self, kind: str) -> None:
         assert self.inbox is not None
         interval = max(self.claim_after / 3, 0.05)
-        while not self._stopping:
+        while True:  # also while `stop` drains: a finishing turn's entry stays ours
             await asyncio.sleep(interval)
             held = [e for e in self._held.values() if e.item.kind == kind]
             if not held:
@@ -224,10 +232,15 @@ class InboxWorker:
 
     async def _run(self, entry: InboxEntry, durable: bool) -> None:
         kind = entry.item.kind
+        # The per-session FIFO is entered before any other await: tasks are started in the
+        # order entries were read, so they enter in that order, which is the order they were
+        # put. Not so for an entry taken over from a dead worker: entries put after it may be
+        # here already, waiting for it; it is ordered by the inbox's numbers alone
+        # (`_wait_turn`), or it would queue behind its own successors until `order_wait`.
+        taken_over = durable and entry.seq > 0 and entry.tries > 1
+        order = contextlib.nullcontext() if taken_over else self._order.hold(entry.item.session)
         try:
-            # The per-session FIFO is entered before any other await: tasks are started in the
-            # order entries were read, so they enter in that order.
-            async with self._order.hold(entry.item.session):
+            async with order:
                 if durable and entry.tries > self.max_tries:
                     metrics.INBOX_DEAD_LETTER.labels(kind).inc()
                     log.error(
@@ -320,6 +333,18 @@ class InboxWorker:
         """Stop taking entries, wait up to `grace` seconds for running ones, hand the rest back.
         Returns how many were handed back (or, without an inbox, cut short)."""
         self._stopping = True
+        try:
+            return await self._drain(grace)
+        finally:
+            # Only now: the entries of turns that ran on during the grace period were renewed
+            # all along, so no other replica took them over and ran them a second time.
+            for renewer in self._renewers:
+                renewer.cancel()
+            if self._renewers:
+                await asyncio.wait(self._renewers, timeout=1.0)
+            self._renewers.clear()
+
+    async def _drain(self, grace: float) -> int:
         for loop in self._loops:
             loop.cancel()
         if self._loops:

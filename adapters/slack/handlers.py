@@ -296,6 +296,7 @@ class SlackHandlers:
             self.caps,
             earlier=earlier,
             on_posted=lambda posted: delivery.note(**posted.as_notes()),
+            retried=delivery.retried,
         )
         emit(
             _LOG,

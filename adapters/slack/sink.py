@@ -3,7 +3,8 @@
 - `working()`: a status in assistant threads (assistant.threads.setStatus, at once), else a
   reaction on the person's message, added only if the answer is not done within
   `working_reaction_delay` (a timer; a quick answer costs one Web API call, the reply); whatever
-  was shown is cleared after the answer, also when the turn failed.
+  was shown is cleared after the answer, also when the turn failed; a re-run of an event (its
+  first attempt cut off) also takes away a reaction that attempt may have left.
 - `delta()`: streamed with chat.startStream/appendStream/stopStream where a thread allows it,
   else post-then-chat.update. A background flusher sends progress at a bounded rate, and only
   within the team's Web API budget (`adapters.slack.budget`): a spent budget or a 429 skips the
@@ -32,7 +33,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from adapters.common.logs import emit
 from adapters.slack.budget import WebApiBudget, retry_after
 from adapters.slack.config import SlackConfig
-from adapters.slack.errors import api_failed
+from adapters.slack.errors import api_failed, error_code
 from adapters.slack.mrkdwn import markdown_to_mrkdwn, split_message, truncate
 from bot import metrics
 
@@ -111,6 +112,7 @@ class SlackReplySink:
         *,
         earlier: EarlierReply | None = None,
         on_posted: OnPosted | None = None,
+        retried: bool = False,
     ) -> None:
         self._client = client
         self._api = AsyncWebClient(
@@ -150,6 +152,10 @@ class SlackReplySink:
         self._streamed = False
         self._reuse: list[str] = []  # an earlier attempt's later parts, updated before posting
         self._earlier_stream: str | None = None  # an earlier attempt's open stream, to stop
+        # A re-run (the first attempt was cut: handed back at shutdown, or its process died) may
+        # find that attempt's working reaction on the message; a quick answer adds none of its
+        # own, so the clean-up takes it away all the same (quietly if there is none).
+        self._leftover = retried and bool(config.working_reaction)
         if earlier is not None:
             # A re-run: the answer replaces what the first attempt showed (never a stream).
             self._mode = "update"
@@ -599,10 +605,12 @@ class SlackReplySink:
             task, self._react_task = self._react_task, None
             await task  # an add in flight: wait for its outcome, then undo it
         t = self._target
-        method = "assistant.threads.setStatus" if self._shown == "status" else "reactions.remove"
+        maybe = self._shown is None and self._leftover  # an earlier attempt's, perhaps
+        shown = "reaction" if maybe else self._shown
+        method = "assistant.threads.setStatus" if shown == "status" else "reactions.remove"
         bound = self._config.cleanup_wait_seconds
         try:
-            if self._shown == "status" and t.thread_ts:
+            if shown == "status" and t.thread_ts:
                 await self._required(
                     method,
                     lambda: self._api.assistant_threads_setStatus(
@@ -610,7 +618,7 @@ class SlackReplySink:
                     ),
                     bound=bound,
                 )
-            elif self._shown == "reaction":
+            elif shown == "reaction":
                 await self._required(
                     method,
                     lambda: self._api.reactions_remove(
@@ -621,5 +629,6 @@ class SlackReplySink:
                     bound=bound,
                 )
         except Exception as exc:
-            api_failed(_LOG, method, exc)
+            if not (maybe and error_code(exc) == "no_reaction"):
+                api_failed(_LOG, method, exc)
         self._shown = None

@@ -6,7 +6,8 @@ was said, not just the rows the code knows about.
   page, including free pages (what `secure_delete` and the WAL checkpoint must have zeroed), and
   the rows of every table (to name where a live copy sits).
 - MongoDB: every document of every collection of the bot's database (the memory index's too).
-- Redis: every key under the bot's prefix (names and values), and the in-process cache.
+- Redis: every key under the bot's prefix (names and values, the inbox's streams too), and the
+  in-process cache.
 - Records keyed to the person (facts, messages, tool-call logs) even if the phrase is not given
   verbatim. Deletion receipts are expected to stay (they hold counts, never content).
 
@@ -193,6 +194,8 @@ async def scan_redis(client: Any, prefix: str, wanted: list[bytes]) -> list[Find
                 value = await client.lrange(key, 0, -1)
             elif kind in ("set", "zset"):
                 value = await (client.smembers(key) if kind == "set" else client.zrange(key, 0, -1))
+            elif kind == "stream":  # the durable inbox: events waiting for their turn
+                value = await client.xrange(key)
             blob = raw_key + b" " + (value if isinstance(value, bytes) else repr(value).encode())
             if _contains(blob, wanted):
                 findings.append(Finding("redis", f"key {raw_key.decode('utf-8', 'replace')}"))

@@ -51,9 +51,10 @@ async def run_audit(settings: Settings, user: str, phrase: str) -> int:
             phrase=phrase,
             person=person,
             store=store,
-            data_dir=None if settings.mongodb_uri else data_dir,
+            # Also with MongoDB: the inbox (without Redis) and write marks live in inbox.db there.
+            data_dir=data_dir,
             redis_client=redis_client,
-            redis_prefix=str(getattr(settings, "redis_key_prefix", None) or DEFAULT_PREFIX),
+            redis_prefix=settings.bot_redis_prefix or DEFAULT_PREFIX,
         )
     except AuditError as exc:
         print(f"bot: {exc}", file=sys.stderr)

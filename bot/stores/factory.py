@@ -67,13 +67,13 @@ async def open_inbox(
     mode: str,
     redis_url: str | None,
     prefix: str,
-    store: Store,
     data_dir: Path,
     claim_after: float,
 ) -> Inbox | None:
     """The durable inbox (BOT_INBOX): Redis Streams when Redis is configured (shared by every
-    replica), else a table of the SQLite store (with MongoDB and no Redis: its own SQLite file
-    under `data_dir`); None when off."""
+    replica), else a table in a SQLite file of its own under `data_dir` (`inbox.db`, with its own
+    connection thread, so an ack never waits behind the conversation store's writes); None when
+    off."""
     if mode == "off":
         return None
     if redis_url:
@@ -83,8 +83,6 @@ async def open_inbox(
     from bot.stores.inbox_sqlite import INBOX_FILENAME, SqliteInbox
     from bot.stores.sqlite_worker import SqliteWorker
 
-    if isinstance(store, SqliteStore):
-        return await SqliteInbox.open(store.worker, claim_after=claim_after)
     path = Path(data_dir) / INBOX_FILENAME
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     return await SqliteInbox.open(SqliteWorker(path), claim_after=claim_after, owns_worker=True)

@@ -58,10 +58,14 @@ class Inbox(Protocol):
         """Store the item durably; its entry id, or None when one of its `dedup` keys was put in
         the last 24 hours (the item is then not stored). ValueError for an oversized body."""
 
-    async def take(self, kind: str, consumer: str, *, count: int, wait: float) -> list[InboxEntry]:
+    async def take(
+        self, kind: str, consumer: str, *, count: int, wait: float, fresh: bool = True
+    ) -> list[InboxEntry]:
         """Up to `count` entries of `kind` for `consumer`, waiting up to `wait` seconds for one:
         new entries, and entries whose holder stopped renewing them for `claim_after` seconds
-        (or is known dead), which are taken over with `tries` incremented."""
+        (or is known dead), which are taken over with `tries` incremented. `fresh=False`: only
+        such take-overs (a worker whose slots are full may still need its entries'
+        predecessors, held by a replica that died)."""
 
     async def ready(self, entry: InboxEntry) -> bool:
         """True when every entry put before this one in its session is done."""

@@ -10,7 +10,9 @@ when `done >= seq - 1` — arrival order, whichever replica holds which entry; `
 XREADGROUP; a dead consumer's pending entries are claimed with XAUTOCLAIM once idle for
 `claim_after` seconds, while `renew` (XCLAIM ... JUSTID by the holder itself, checked in a script
 so an entry already taken over is never taken back) keeps a live worker's long turn from being
-claimed. `done` acknowledges and deletes the entry (XACK + XDEL) and advances the session.
+claimed. The claim pass also removes consumers of processes gone (nothing pending, no read for
+`PRUNE_AFTER` claim times). `done` acknowledges and deletes the entry (XACK + XDEL) and
+advances the session.
 """
 
 from __future__ import annotations
@@ -75,6 +77,23 @@ end
 return lost
 """
 
+# KEYS: stream; ARGV: group, idle ms, consumer.  Removes consumers that hold nothing and have
+# not read for that long (processes gone: one per start otherwise stays in the group forever).
+# Atomic, so a consumer that reads meanwhile is never removed with an entry (its PEL).
+_PRUNE = """
+local removed = 0
+for _, row in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
+  local f = {}
+  for i = 1, #row, 2 do f[row[i]] = row[i + 1] end
+  if f['pending'] == 0 and f['idle'] > tonumber(ARGV[2]) and f['name'] ~= ARGV[3] then
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], f['name'])
+    removed = removed + 1
+  end
+end
+return removed
+"""
+PRUNE_AFTER = 10  # claim times without a read before an empty consumer is removed
+
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -92,6 +111,7 @@ class RedisInbox:
         self._put = client.register_script(_PUT)
         self._done = client.register_script(_DONE)
         self._renew = client.register_script(_RENEW)
+        self._prune = client.register_script(_PRUNE)
 
     @classmethod
     def from_url(
@@ -153,7 +173,9 @@ class RedisInbox:
             raise StoreUnavailable(f"Redis unavailable during inbox put: {exc}") from exc
         return None if entry_id is None else _text(entry_id)
 
-    async def take(self, kind: str, consumer: str, *, count: int, wait: float) -> list[InboxEntry]:
+    async def take(
+        self, kind: str, consumer: str, *, count: int, wait: float, fresh: bool = True
+    ) -> list[InboxEntry]:
         stream = self._stream(kind)
         try:
             await self._group(stream)
@@ -164,6 +186,8 @@ class RedisInbox:
                 claimed = await self._claim(stream, consumer, count)
                 if claimed:
                     return await self._with_notes(claimed, fresh=False)
+            if not fresh:
+                return []
             reply: Any = await self.client.xreadgroup(
                 GROUP, consumer, {stream: ">"}, count=count, block=max(int(wait * 1000), 1)
             )
@@ -186,6 +210,8 @@ class RedisInbox:
         deleted = result[2] if len(result) > 2 else []
         if deleted:  # deleted while pending (e.g. trimmed): nothing to run, just acknowledge
             await self.client.xack(stream, GROUP, *deleted)
+        idle = int(self.claim_after * PRUNE_AFTER * 1000)
+        await self._prune(keys=[stream], args=[GROUP, idle, consumer])
         return rows
 
     async def _with_notes(self, rows: list[Any], *, fresh: bool) -> list[InboxEntry]:

@@ -132,6 +132,8 @@ class FakeSlack:
     refreshes: list[str] = field(default_factory=list)  # refresh tokens traded, in order
     oauth_client: tuple[str, str] | None = None  # (client_id, secret) a refresh must present
     rate_limited: list[Call] = field(default_factory=list)  # calls answered 429 by `rate_limit`
+    # (channel, message ts) -> {(user id, reaction name)} shown on it now
+    reactions: dict[tuple[str, str], set[tuple[str, str]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.tokens.setdefault(
@@ -622,10 +624,28 @@ class FakeSlack:
         return {"ok": True, "channel": msg.channel, "ts": msg.ts, "message": {"text": msg.text}}
 
     def api_reactions_add(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        """As Slack: one reaction of a name per user on a message (`already_reacted`)."""
+        shown = self.reactions.setdefault(
+            (str(args.get("channel")), str(args.get("timestamp"))), set()
+        )
+        mine = (who.user_id if who else "", str(args.get("name")))
+        if mine in shown:
+            return {"ok": False, "error": "already_reacted"}
+        shown.add(mine)
         return {"ok": True}
 
     def api_reactions_remove(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        """As Slack: only a reaction that is there can be removed (`no_reaction`)."""
+        shown = self.reactions.get((str(args.get("channel")), str(args.get("timestamp"))), set())
+        mine = (who.user_id if who else "", str(args.get("name")))
+        if mine not in shown:
+            return {"ok": False, "error": "no_reaction"}
+        shown.discard(mine)
         return {"ok": True}
+
+    def reactions_on(self, channel: str, ts: str) -> set[str]:
+        """The reaction names on a message now (whoever added them)."""
+        return {name for _user, name in self.reactions.get((channel, ts), set())}
 
     def api_users_info(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
         user = self.users.get(str(args.get("user")))

@@ -12,13 +12,15 @@ from bot.core import CommandRequest
 from tests.helpers import say
 
 
-def audit_cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def audit_cli(data_dir: Path, *args: str, **settings: str) -> subprocess.CompletedProcess[str]:
+    """`settings`: the bot's environment for this run (REDIS_URL=..., MONGODB_URI=...)."""
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("OPENAI_", "BOT_", "MONGODB", "REDIS"))
     }
     env["BOT_DATA_DIR"] = str(data_dir)
+    env.update(settings)
     return subprocess.run(
         [sys.executable, "-m", "bot", "memory", "audit", *args],
         capture_output=True,

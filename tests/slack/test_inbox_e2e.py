@@ -204,3 +204,31 @@ async def test_an_item_is_refused_by_both_replicas_after_the_first(
     item = InboxItem(kind=KIND, session="slack:T:C:-", body={}, dedup=("slack:T:event:Ev1",))
     assert await a.enqueue(item) is True
     assert await b.enqueue(item) is False
+
+
+async def test_a_handed_back_turn_leaves_no_working_reaction_after_a_quick_re_run(
+    make_app: Any,
+    start_harness: StartHarness,
+    fake_openai: FakeOpenAI,
+    redis_url: str,
+    redis_prefix: str,
+) -> None:
+    """The first replica showed :eyes: on a slow answer and stopped before answering (its entry
+    handed back, or the process killed); the replica that answers it quickly adds no reaction of
+    its own (the production delay), but must still take the first one's away."""
+    first = await make_app(**shared(redis_url, redis_prefix))
+    slack_1 = await start_harness(first, shutdown_grace_seconds=0.2)  # reacts at once
+    fake_openai.push(hang(30))
+    ts = await slack_1.mention("slow one")
+    fake = slack_1.fake
+    await fake.wait_for(lambda: fake.reactions_on("C1", ts) == {"eyes"}, 10)
+    await slack_1.close()  # stop: the turn is cut and its durable entry handed back
+    assert fake.reactions_on("C1", ts) == {"eyes"}
+    assert slack_1.replies("C1", ts) == []
+
+    fake_openai.push(text("Here it is."))
+    second = await make_app(**shared(redis_url, redis_prefix))
+    slack_2 = await start_harness(second, working_reaction_delay=1.0)
+    assert await slack_2.wait_replies("C1", ts, timeout=10) == ["Here it is."]
+    await until(lambda: second.worker.in_flight == 0, what="the re-run is done")
+    assert fake.reactions_on("C1", ts) == set()

@@ -127,7 +127,11 @@ class Indexer:
     async def index_session(self, session: SessionKey) -> int:
         """Index every message above the session's checkpoint; returns entries written."""
         written = 0
-        head, _ = await self.store.head(session)  # the seq counter: erased seqs are skipped too
+        # The newest stored message, not the seq counter (`Store.head`): MongoDB takes a
+        # message's seq before its insert lands, so a checkpoint at the counter could pass a
+        # message still being written, and it would never be indexed.
+        latest = await self.store.recent(session, limit=1)
+        head = latest[-1].seq if latest else 0
         done = await self.index.get_checkpoint(session.id)
         while done < head:
             upto = min(done + READ_BATCH, head)
