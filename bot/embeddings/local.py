@@ -158,7 +158,7 @@ class LocalEmbedder:
                 raise EmbeddingError("the local embedder is closed") from None
             reason = str(exc)
         except Exception as exc:  # onnxruntime's load errors have no common base class
-            reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+            reason = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
         fields = {"wanted": QINT8_NAME, "using": NAME, "reason": reason}
         log.warning("local_embedder_fallback", extra={"fields": fields})
         return None
