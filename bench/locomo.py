@@ -39,7 +39,7 @@ from typing import Any
 
 from bench.report import Figure, at_least, below, info, print_figures, write_json
 from bot.embeddings.base import Embedder
-from bot.embeddings.factory import open_embedder
+from bot.embeddings.factory import LOCAL_CHOICES, open_embedder
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.memory.episodic.excerpts import message_meta
 from bot.memory.episodic.indexer import Indexer
@@ -253,7 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", required=True, help="a file in LoCoMo's format")
     parser.add_argument("--k", default="5,10,25", help="comma-separated cut-offs")
     parser.add_argument(
-        "--embedder", default=None, help="local | none | a model name at the endpoint"
+        "--embedder",
+        default=None,
+        help="local | local-qint8 | local-fp32 | none | a model name at the endpoint",
     )
     parser.add_argument("--json", default=None, help="also write the figures here")
     parser.add_argument(
@@ -262,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-key", default=None, help="for an endpoint embedder")
     parser.add_argument("--base-url", default=None, help="for an endpoint embedder")
     args = parser.parse_args(argv)
-    if args.embedder and args.embedder not in ("local", "none") and args.api_key is None:
+    local_or_none = (*LOCAL_CHOICES, "none")
+    if args.embedder and args.embedder.lower() not in local_or_none and args.api_key is None:
         import os
 
         args.api_key = os.environ.get("OPENAI_API_KEY")

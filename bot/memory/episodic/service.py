@@ -185,6 +185,6 @@ async def open_episodic(
     base_url: str | None,
 ) -> EpisodicMemory:
     """The index next to the store, and the embedder BOT_EMBEDDING_MODEL names."""
-    embedder = open_embedder(embedding_model, api_key=api_key, base_url=base_url)
+    embedder = open_embedder(embedding_model, api_key=api_key, base_url=base_url, data_dir=data_dir)
     index = await open_memory_index(store, data_dir=data_dir)
     return EpisodicMemory(store, index, embedder, counter)
