@@ -53,7 +53,7 @@ class Tool:
     """A declared tool: metadata, argument model, cached schema and the async callable.
 
     `write=True` marks a tool that changes something; the executor makes such calls idempotent
-    per session and arguments. `timeout` (seconds) bounds each attempt.
+    per request (message) and arguments. `timeout` (seconds) bounds each attempt.
     """
 
     name: str

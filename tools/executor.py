@@ -315,7 +315,7 @@ class ToolExecutor:
         ctx: ToolContext,
         sem: asyncio.Semaphore,
     ) -> _Result:
-        key = idempotency_key(ctx.session_id, tool.name, args)
+        key = idempotency_key(ctx.session_id, tool.name, args, event=ctx.message_id or ctx.turn_id)
         async with self._locks.hold(key):
             try:
                 cached = await self._cache.get_json(key)

@@ -7,6 +7,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 import httpx
@@ -435,6 +436,24 @@ async def test_repeated_write_calls_are_replayed(
     other = ToolContext("another-session", ctx.speaker_id, ctx.team_id)
     await run(ex, other, call("refund", '{"order_id": "#W1", "amount": 5}'), tools=[refund])
     assert state["acted"] == 3
+
+
+async def test_writes_are_replayed_within_one_request_and_act_again_for_a_new_one(
+    make_executor: MakeExecutor, ctx: ToolContext
+) -> None:
+    """A re-run of the same message (same message id: a crashed turn resumed) replays; the person
+    asking again in a new message acts again."""
+    refund, state = counter_tool()
+    ex = make_executor()
+    c = call("refund", '{"order_id": "#W1", "amount": 5}')
+    first_ask = replace(ctx, message_id="1700000000.000100", turn_id="t1")
+    await run(ex, first_ask, c, tools=[refund])
+    [rerun] = await run(ex, replace(first_ask, turn_id="t1"), c, tools=[refund])
+    assert state["acted"] == 1 and rerun.replayed
+    [asked_again] = await run(
+        ex, replace(ctx, message_id="1700000000.000200", turn_id="t2"), c, tools=[refund]
+    )
+    assert state["acted"] == 2 and not asked_again.replayed
 
 
 async def test_concurrent_duplicate_writes_act_once(
