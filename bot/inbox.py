@@ -41,7 +41,7 @@ from bot.stores.leases import new_holder
 from bot.stores.protocols import StoreUnavailable
 from tools.keylocks import KeyLocks
 
-__all__ = ["Delivery", "Handler", "InboxEntry", "InboxItem", "InboxWorker"]
+__all__ = ["Delivery", "Handler", "InboxEntry", "InboxItem", "InboxWorker", "RetryLater"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,7 @@ MAX_TRIES = 5
 READ_BATCH = 32
 READ_WAIT = 0.5  # seconds a read blocks when the inbox is empty
 OUTAGE_BACKOFF = 1.0
+RETRY_PAUSE = 1.0  # seconds before an entry whose handler said RetryLater is given back
 STATS_INTERVAL = 5.0
 
 
@@ -81,6 +82,12 @@ class Delivery:
             await self._note(self.entry, values)
         except Exception as exc:
             log.warning("inbox_note_failed", extra={"fields": {"error": type(exc).__name__}})
+
+
+class RetryLater(Exception):
+    """Raised by a handler that cannot run the entry now for a reason that passes (a store the
+    handler needs is down): the entry is handed back after a pause, not done; it counts as a
+    try, so one that never succeeds ends as a dead letter."""
 
 
 class Handler(Protocol):
@@ -252,7 +259,14 @@ class InboxWorker:
                 if durable:
                     await self._wait_turn(entry)
                 async with self._slots:
-                    await self._handle(entry, durable)
+                    retry = await self._handle(entry, durable)
+                if retry and durable:
+                    # Still in the session's order (its successors wait): pause, then give it
+                    # back for any worker (this one too) to take again.
+                    await asyncio.sleep(min(RETRY_PAUSE * 2 ** (entry.tries - 1), 30.0))
+                    self._held.pop(entry.id, None)  # so a read that takes it back runs it
+                    await self._hand_back(kind, [entry])
+                    return
                 if durable:
                     await self._done(entry)
                     if entry.seq:
@@ -287,19 +301,27 @@ class InboxWorker:
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.25)
 
-    async def _handle(self, entry: InboxEntry, durable: bool) -> None:
+    async def _handle(self, entry: InboxEntry, durable: bool) -> bool:
+        """Run the handler; True when it asked to be retried later."""
         handler = self._handlers.get(entry.item.kind)
         if handler is None:
             log.error("inbox_no_handler", extra={"fields": {"kind": entry.item.kind}})
-            return
+            return False
         delivery = Delivery(entry, durable, self.inbox.note if durable and self.inbox else None)
         try:
             await handler(delivery)
         except asyncio.CancelledError:
             raise
+        except RetryLater as exc:
+            log.warning(
+                "inbox_retry_later",
+                extra={"fields": {"kind": entry.item.kind, "tries": entry.tries, "why": str(exc)}},
+            )
+            return True
         except Exception:
             metrics.ERRORS.labels(entry.item.kind.split(".", 1)[0], "inbox_handler_failed").inc()
             log.exception("inbox_handler_failed", extra={"fields": {"kind": entry.item.kind}})
+        return False
 
     async def _done(self, entry: InboxEntry) -> None:
         assert self.inbox is not None

@@ -79,9 +79,12 @@ class DiscordHandlers:
         self.tasks = tasks
         self.client = client  # fetches a message again when another process accepted it
         self.guard = LoopGuard()
-        # Messages accepted here, kept for the inbox worker (which usually runs them here).
+        # Messages accepted here, kept for the inbox worker: with one process it runs them here;
+        # with several on one Redis, whichever worker reads first does (the others refetch).
         self.recent: TTLCache[int, discord.Message] = TTLCache(maxsize=20_000, ttl=3600)
-        self.accepted: set[int] = set()  # accepted here and not handled yet (tests wait on it)
+        # Accepted here and not handled here yet (tests wait on it). Bounded: with several
+        # processes on one Redis, another one may run what this one accepted.
+        self.accepted: TTLCache[int, bool] = TTLCache(maxsize=20_000, ttl=3600)
         self.handling = 0
         # Threads the bot opened or answered in: follow-ups there need no mention.
         self.threads: TTLCache[int, bool] = TTLCache(maxsize=100_000, ttl=7 * 86400)
@@ -138,9 +141,9 @@ class DiscordHandlers:
             dedup=(f"discord:{message.id}",),
         )
         self.recent[message.id] = message  # before the put: a local worker may take it at once
-        self.accepted.add(message.id)
+        self.accepted[message.id] = True
         if not await self.core.enqueue(item):
-            self.accepted.discard(message.id)
+            self.accepted.pop(message.id, None)
             metrics.DEDUPLICATED_EVENTS.labels(PLATFORM).inc()
             emit(_LOG, "discord_message_duplicate", message=str(message.id))
 
@@ -165,7 +168,7 @@ class DiscordHandlers:
             await self._answer(message, route, me, delivery)
         finally:
             self.handling -= 1
-            self.accepted.discard(message_id)
+            self.accepted.pop(message_id, None)
 
     async def _fetch(self, channel_id: int, message_id: int) -> discord.Message | None:
         """The message again, over REST (another process accepted it and died)."""

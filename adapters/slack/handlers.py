@@ -38,7 +38,7 @@ from adapters.slack.threads import ThreadTracker, find_earlier_reply
 from adapters.slack.users import UserDirectory
 from bot import metrics
 from bot.core import BotCore, CommandReply, CommandRequest
-from bot.inbox import Delivery, InboxItem
+from bot.inbox import Delivery, InboxItem, RetryLater
 from bot.keys import SessionKey
 from bot.messages import IncomingMessage
 
@@ -72,7 +72,8 @@ def _handled(body: dict[str, Any], outcome: str) -> None:
     """One line for every event the adapter is done with, answered or dropped, so an operator
     can follow each event to its end and a test knows nothing more will come of it. Outcomes:
     answered | failed | cancelled | handed_back (a durable entry at shutdown: another worker
-    runs it) | not_authorized | edited | duplicate | not_in_thread | ignored (not for the
+    runs it) | retry_later (its workspace's installation could not be read: handed back, to run
+    again) | not_authorized | edited | duplicate | not_in_thread | ignored (not for the
     bot: every channel message reaches us, so that one is DEBUG) | done (other event kinds)."""
     event = body.get("event")
     emit(
@@ -190,6 +191,9 @@ class SlackHandlers:
         except asyncio.CancelledError:
             outcome = "handed_back" if delivery.durable else "cancelled"
             raise
+        except RetryLater:
+            outcome = "retry_later"
+            raise
         finally:
             _handled(delivery.body, outcome)
 
@@ -207,7 +211,11 @@ class SlackHandlers:
         )
         if route is None:
             return "ignored"
-        client = await self.client_for(team, data.get("enterprise"))
+        try:
+            client = await self.client_for(team, data.get("enterprise"))
+        except Exception as exc:  # the installation store is down: the message waits, kept
+            emit(_LOG, "slack_authorize_failed", logging.WARNING, error=type(exc).__name__)
+            raise RetryLater("no Slack installation available now") from None
         if client is None:
             metrics.DROPPED_MESSAGES.labels(PLATFORM, "not_authorized").inc()
             emit(_LOG, "slack_turn_unauthorized", logging.WARNING, team=team)
@@ -338,6 +346,8 @@ class SlackHandlers:
                     await asyncio.wait_for(
                         asyncio.shield(sink.finish(SHUTDOWN_APOLOGY, error=True)), timeout=3.0
                     )
+            elif not sink.finished:
+                sink.abandon()  # no late progress or reaction after the hand-back
             raise
         except Exception as exc:
             outcome = "failed"

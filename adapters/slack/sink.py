@@ -215,6 +215,17 @@ class SlackReplySink:
             self._flusher = asyncio.create_task(self._run_flusher(), name="slack-sink-flusher")
         self._wake.set()
 
+    def abandon(self) -> None:
+        """The turn was cut (shutdown) and its inbox entry handed back: stop what this sink
+        would still do on its own (the progress flusher, a reaction timer); the re-run cleans up
+        what is shown."""
+        self._finished = True
+        if self._react_timer is not None:
+            self._react_timer.cancel()
+            self._react_timer = None
+        if self._flusher is not None:
+            self._flusher.cancel()
+
     async def finish(self, text: str, *, error: bool = False) -> None:
         if self._finished:
             return

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bot import metrics
-from bot.inbox import Delivery, InboxWorker
+from bot.inbox import Delivery, InboxWorker, RetryLater
 from bot.stores.inbox import Inbox, InboxItem
 from bot.stores.inbox_redis import RedisInbox
 from bot.stores.inbox_sqlite import SqliteInbox
@@ -189,3 +189,23 @@ async def test_an_unwritable_inbox_runs_items_here_once() -> None:
     assert await worker.put(one) is False  # a re-delivery, caught by the cache's SET NX
     await until(lambda: len(ran.runs) == 1, what="run in process")
     assert worker.in_flight == 0 or await worker.stop(1.0) == 0
+
+
+async def test_a_handler_that_asks_to_retry_later_gets_the_entry_again(
+    boxes: list[Inbox], workers: list[InboxWorker]
+) -> None:
+    tries: list[int] = []
+
+    async def flaky(delivery: Delivery) -> None:
+        tries.append(delivery.entry.tries)
+        if len(tries) == 1:
+            raise RetryLater("the installation store is down")
+
+    worker = InboxWorker(boxes[0], first_delivery=never_seen, claim_after=0.6)  # as the inbox's
+    workers.append(worker)
+    worker.serve(KIND, flaky)
+    await worker.put(item("s1", 1))
+    await until(lambda: len(tries) == 2, timeout=15, what="run again after the pause")
+    assert tries == [1, 2]
+    await until(lambda: worker.in_flight == 0, what="done")
+    assert (await boxes[0].stats(KIND)).depth == 0  # done after the second run, not before

@@ -29,7 +29,7 @@ async def test_a_message_accepted_by_a_process_that_stopped_is_answered_by_anoth
     await first.stop_inbox(0)  # it accepts messages, and never runs them (as if it died)
     said = await fake_discord.user_says(dm, ada, "anyone home?")
     assert first.inbox is not None
-    await until(lambda: said["id"] in str(h1.runtime.handlers.accepted), what="accepted")
+    await until(lambda: int(said["id"]) in h1.runtime.handlers.accepted, what="accepted")
     assert (await first.inbox.stats(INBOX_KIND)).depth == 1
     h1.runtime.handlers.accepted.clear()  # h1 will not run it: do not wait for it at close
     await h1.close()
