@@ -67,10 +67,11 @@ def test_missing_fails_under_ci_naming_what_and_where(tmp_path: Path) -> None:
     assert ENV in message  # how to point it elsewhere
 
 
-def test_missing_skips_without_ci(tmp_path: Path) -> None:
+@pytest.mark.parametrize("env", [{}, {"CI": "false"}, {"CI": "0"}, {"CI": ""}])
+def test_missing_skips_without_ci(tmp_path: Path, env: dict[str, str]) -> None:
     root = layout(tmp_path, None)
     with pytest.raises(pytest.skip.Exception) as skipped:
-        shared_data_file(ORDERS, root=root, env={})
+        shared_data_file(ORDERS, root=root, env=env)
     assert ORDERS in str(skipped.value) and str(root.parent / "shared" / "data") in str(
         skipped.value
     )

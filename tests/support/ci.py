@@ -14,8 +14,14 @@ from typing import NoReturn
 import pytest
 
 
+def under_ci(env: Mapping[str, str] | None = None) -> bool:
+    """`CI` set to anything but an explicit no (`false`, `0`, `no`, empty)."""
+    value = (os.environ if env is None else env).get("CI", "")
+    return value.strip().lower() not in ("", "0", "false", "no")
+
+
 def missing(reason: str, env: Mapping[str, str] | None = None) -> NoReturn:
     """Skip with `reason`, or fail with it when CI is set."""
-    if (os.environ if env is None else env).get("CI"):
+    if under_ci(env):
         pytest.fail(f"{reason} (required because CI is set)", pytrace=False)
     pytest.skip(reason)

@@ -13,11 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from bot.core import CommandRequest
 from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.helpers import say
+from tests.support.ci import missing
 from tools.packs import PACKS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,9 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _need_echo() -> None:
     if "echo" not in PACKS:
-        if os.environ.get("CI"):
-            pytest.fail("tests/packs/echo_pack is not installed (bash .ci/run installs it)")
-        pytest.skip("pip install -e tests/packs/echo_pack to run this test")
+        missing(
+            "tests/packs/echo_pack is not installed (bash .ci/run installs it; pip install -e "
+            "tests/packs/echo_pack to run this test)"
+        )
 
 
 def cmd(text: str, *, admin: bool = True, team: str = "T1") -> CommandRequest:
