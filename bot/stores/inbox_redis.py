@@ -4,7 +4,10 @@ Keys (under the cache prefix): the stream `inbox:<kind>` with the consumer group
 `inbox:seen:<key>` (de-duplication, 24 h); per session `inbox:seq:<session>` (the last sequence
 number given out) and `inbox:done:<session>` (the highest one handled), so an entry is `ready`
 when `done >= seq - 1` — arrival order, whichever replica holds which entry; `inbox:note:<id>`
-(a hash: notes and the delivery count).
+(a hash: notes and the delivery count); `inbox:body:<id>` (the item's JSON). The body is kept
+out of the stream on purpose: XDEL only marks a stream entry deleted (its bytes stay in Redis's
+memory and snapshots until the node is rewritten), while DEL of its own key frees it, so a
+person's words do not outlive the turn that answered them.
 
 `put` is one script (dedup check, sequence number and XADD in one atomic step). Workers read with
 XREADGROUP; a dead consumer's pending entries are claimed with XAUTOCLAIM once idle for
@@ -35,7 +38,8 @@ HANDED_BACK = "handed-back"  # the pseudo consumer entries are parked under at s
 COUNTER_TTL_MS = 7 * 24 * 3600 * 1000  # a session's counters outlive any entry of it
 NOTE_TTL_MS = 2 * 24 * 3600 * 1000
 
-# KEYS: stream, seq, done, seen...; ARGV: seen ttl ms, counter ttl ms, session, kind, at, body
+# KEYS: stream, seq, done, seen...; ARGV: seen ttl ms, counter ttl ms, session, kind, at, body,
+# body key prefix, body ttl ms
 _PUT = """
 for i = 4, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 1 then return false end
@@ -45,14 +49,17 @@ local seq = redis.call('INCR', KEYS[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 if seq == 1 then redis.call('DEL', KEYS[3]) end
 if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('PEXPIRE', KEYS[3], ARGV[2]) end
-return redis.call('XADD', KEYS[1], '*', 'session', ARGV[3], 'seq', seq, 'kind', ARGV[4],
-  'at', ARGV[5], 'body', ARGV[6])
+local id = redis.call('XADD', KEYS[1], '*', 'session', ARGV[3], 'seq', seq, 'kind', ARGV[4],
+  'at', ARGV[5])
+redis.call('SET', ARGV[7] .. id, ARGV[6], 'PX', ARGV[8])
+return id
 """
 
-# KEYS: stream, done, note; ARGV: group, id, seq, counter ttl ms
+# KEYS: stream, done, note, body; ARGV: group, id, seq, counter ttl ms
 _DONE = """
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
+redis.call('DEL', KEYS[4])
 local seq = tonumber(ARGV[3])
 if seq > 0 then
   local done = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -134,6 +141,9 @@ class RedisInbox:
     def _note_key(self, entry_id: str) -> str:
         return f"{self.prefix}inbox:note:{entry_id}"
 
+    def _body_key(self, entry_id: str) -> str:
+        return f"{self.prefix}inbox:body:{entry_id}"
+
     def _counter(self, name: str, session: str) -> str:
         return f"{self.prefix}inbox:{name}:{session}"
 
@@ -165,6 +175,8 @@ class RedisInbox:
             item.kind,
             time.time(),
             body,
+            f"{self.prefix}inbox:body:",
+            NOTE_TTL_MS,
         ]
         try:
             await self._group(stream)
@@ -215,35 +227,38 @@ class RedisInbox:
         return rows
 
     async def _with_notes(self, rows: list[Any], *, fresh: bool) -> list[InboxEntry]:
-        """Entries from stream rows. A first delivery has no notes and costs no round trip; a
-        taken-over entry counts the take-over and reads what earlier attempts noted."""
+        """Entries from stream rows, with their bodies (one round trip for the batch). A
+        taken-over entry also counts the take-over and reads what earlier attempts noted."""
         if not rows:
             return []
-        results: list[Any] = []
-        if not fresh:
-            async with self.client.pipeline(transaction=False) as pipe:
-                for entry_id, _ in rows:
+        per = 1 if fresh else 4
+        async with self.client.pipeline(transaction=False) as pipe:
+            for entry_id, _ in rows:
+                pipe.get(self._body_key(_text(entry_id)))
+                if not fresh:
                     key = self._note_key(_text(entry_id))
                     pipe.hincrby(key, "_claims", 1)
                     pipe.pexpire(key, NOTE_TTL_MS)
                     pipe.hgetall(key)
-                results = await pipe.execute()
+            results = await pipe.execute()
         entries = []
         for i, (entry_id, fields) in enumerate(rows):
             data = {_text(k): _text(v) for k, v in fields.items()}
-            raw_notes = {} if fresh else (results[i * 3 + 2] or {})
+            body = results[i * per]
+            raw_notes = {} if fresh else (results[i * per + 3] or {})
             notes = {_text(k): json.loads(v) for k, v in raw_notes.items() if _text(k) != "_claims"}
             item = InboxItem(
                 kind=data.get("kind", ""),
                 session=data.get("session", ""),
-                body=json.loads(data.get("body", "{}")),
+                # An entry written before bodies moved out of the stream still has it inline.
+                body=json.loads(_text(body) if body is not None else data.get("body", "{}")),
             )
             entries.append(
                 InboxEntry(
                     id=_text(entry_id),
                     item=item,
                     enqueued_at=float(data.get("at", "0") or 0),
-                    tries=1 if fresh else int(results[i * 3]) + 1,
+                    tries=1 if fresh else int(results[i * per + 1]) + 1,
                     seq=int(data.get("seq", "0") or 0),
                     notes=notes,
                 )
@@ -286,6 +301,7 @@ class RedisInbox:
             self._stream(entry.item.kind),
             self._counter("done", entry.item.session),
             self._note_key(entry.id),
+            self._body_key(entry.id),
         ]
         try:
             await self._done(keys=keys, args=[GROUP, entry.id, entry.seq, COUNTER_TTL_MS])

@@ -158,3 +158,30 @@ async def test_sqlite_entries_of_a_dead_process_are_taken_over_at_once(tmp_path:
         assert again.id == entry.id and again.tries == 2
     finally:
         await store.close()
+
+
+async def test_redis_keeps_no_copy_of_a_handled_items_words(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """XDEL only marks a stream entry deleted (its bytes stay in memory and in snapshots): the
+    body lives in a key of its own, deleted when the entry is done. Oracle: DUMP of every key
+    under the prefix, the bytes Redis would write to a snapshot."""
+    import redis.asyncio as aioredis
+
+    box = RedisInbox.from_url(redis_url, prefix=redis_prefix, claim_after=CLAIM)
+    raw = aioredis.Redis.from_url(redis_url)
+    try:
+        phrase = "my passport number is X1234567"
+        await box.put(InboxItem(kind=KIND, session="s1", body={"text": phrase}))
+        await box.put(InboxItem(kind=KIND, session="s2", body={"text": "keep the stream alive"}))
+        dumps = [await raw.dump(k) or b"" for k in await raw.keys(redis_prefix + "*")]
+        assert any(phrase.encode() in d for d in dumps)  # while waiting it is there (the oracle)
+        entries = await take_all(box, "host:1:a", 2)
+        (mine,) = [e for e in entries if e.item.session == "s1"]
+        assert mine.item.body == {"text": phrase}
+        await box.done(mine)
+        dumps = [await raw.dump(k) or b"" for k in await raw.keys(redis_prefix + "*")]
+        assert not any(phrase.encode() in d for d in dumps)
+    finally:
+        await box.close()
+        await raw.aclose()
