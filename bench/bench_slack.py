@@ -561,6 +561,7 @@ async def _measure(
     channels = {c for c, _, _ in events}
     calls = await _wait_done(http, fake_calls_url, channels, args.timeout, seen)
     bot_cpu = sum(_cpu_seconds(p) - b for p, b in zip(bot_pids, cpu_before[0], strict=True))
+    settled_cpu = await _settled_cpu(bot_pids, cpu_before[0])
     fakes_cpu = _cpu_seconds(fakes_pid) - cpu_before[1]
     driver_cpu = time.process_time() - cpu_before[2]
     store_cpu = sum(_cpu_seconds(p) for p in store_pids) - cpu_before[3]
@@ -576,6 +577,7 @@ async def _measure(
         rss_before=rss_before,
         peak=peak,
         bot_cpu=bot_cpu,
+        settled_cpu=settled_cpu,
         fakes_cpu=fakes_cpu,
         driver_cpu=driver_cpu,
         store_cpu=store_cpu if store_pids else None,
@@ -584,6 +586,20 @@ async def _measure(
         server_p99=_bucket_quantile(buckets_before, buckets_after, 0.99) * 1000,
     )
     return result
+
+
+async def _settled_cpu(pids: list[int], before: list[float], *, limit: float = 180.0) -> float:
+    """The bots' CPU since `before` once they are idle again: the work the turns left for the
+    background (the episodic indexer embedding each turn's entry, summaries) counted too. Idle:
+    under 10 ms of CPU over a second, twice in a row."""
+    deadline = time.monotonic() + limit
+    last, quiet = sum(_cpu_seconds(p) for p in pids), 0
+    while quiet < 2 and time.monotonic() < deadline:
+        await asyncio.sleep(1.0)
+        now = sum(_cpu_seconds(p) for p in pids)
+        quiet = quiet + 1 if now - last < 0.010 * len(pids) else 0
+        last = now
+    return last - sum(before)
 
 
 def _finished(calls: list[dict[str, Any]]) -> set[str]:
@@ -664,6 +680,7 @@ def _figures(args: argparse.Namespace, r: dict[str, Any]) -> list[dict[str, Any]
     ) + "".join(f", {pair}" for pair in args.bot_env)
     answered = r["events"] - r["lost"] - r["duplicated"]
     cpu_per = r["bot_cpu"] / answered * ms if answered else float("nan")
+    settled_per = r["settled_cpu"] / answered * ms if answered else float("nan")
     ack_p99 = _pct(r["acks"], 0.99) * ms
     overhead_p50 = _pct(r["first_reply"], 0.5) * ms
 
@@ -710,11 +727,18 @@ def _figures(args: argparse.Namespace, r: dict[str, Any]) -> list[dict[str, Any]
             None,
         ),
         figure(
-            "bot CPU per answered mention",
-            f"≤ {CPU_PER_MENTION_MS:g} ms",
+            "bot CPU per answered mention, until the last reply",
+            NO_TARGET,
             cpu_per,
             "ms",
-            cpu_per <= CPU_PER_MENTION_MS,
+            None,
+        ),
+        figure(
+            "bot CPU per answered mention, its background work included",
+            f"≤ {CPU_PER_MENTION_MS:g} ms",
+            settled_per,
+            "ms",
+            settled_per <= CPU_PER_MENTION_MS,
         ),
         figure(
             "answered exactly once",
@@ -770,10 +794,14 @@ def _report(args: argparse.Namespace, r: dict[str, Any]) -> None:
         f"< {OVERHEAD_P50_MS:g} ms)"
     )
     per = r["bot_cpu"] / answered * ms if answered else float("nan")
+    settled = r["settled_cpu"] / answered * ms if answered else float("nan")
     print(
-        f"  bot CPU               {per:6.2f} ms per answered mention "
-        f"(target ≤ {CPU_PER_MENTION_MS:g} ms; {r['bot_cpu']:.2f} s over "
-        f"{r['processes']} process{'es' if r['processes'] != 1 else ''})"
+        f"  bot CPU               {per:6.2f} ms per answered mention until the last reply "
+        f"({r['bot_cpu']:.2f} s over {r['processes']} process{'es' if r['processes'] != 1 else ''})"
+    )
+    print(
+        f"                        {settled:6.2f} ms with the background work the turns left "
+        f"(memory indexing; target ≤ {CPU_PER_MENTION_MS:g} ms; {r['settled_cpu']:.2f} s)"
     )
     mongo = "" if r["store_cpu"] is None else f", mongoeco {r['store_cpu']:.2f} s"
     print(
