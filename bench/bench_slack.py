@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from adapters.slack.config import SlackConfig as SlackConfigDefaults  # noqa: E402
+from bot.inbox import InboxWorker, ServesInbox  # noqa: E402
 
 SECRET = "bench-signing-secret"
 TEAM = "TBENCH"
@@ -83,24 +84,13 @@ async def run_fakes(model_latency: float) -> None:
     await slack.close()
 
 
-class SleepCore:
+class SleepCore(ServesInbox):
     """Stands in for the core: the model 'answers' after a fixed delay, streamed in two parts."""
 
     def __init__(self, latency: float) -> None:
-        from bot.inbox import InboxWorker
-
         self.latency = latency
         self.seen: set[str] = set()
         self.worker = InboxWorker(None, first_delivery=self.first_delivery)  # no durable inbox
-
-    async def enqueue(self, item: Any) -> bool:
-        return await self.worker.put(item)
-
-    def serve_inbox(self, kind: str, handler: Any) -> None:
-        self.worker.serve(kind, handler)
-
-    async def stop_inbox(self, grace: float) -> int:
-        return await self.worker.stop(grace)
 
     async def handle_message(self, message: Any, sink: Any) -> None:
         await sink.working()

@@ -21,7 +21,7 @@ from bot.config import Settings
 from bot.core import CommandReply, CommandRequest
 from bot.files.intake import FileLimits, too_many_files_reply
 from bot.files.vision import Vision
-from bot.inbox import Handler, InboxWorker
+from bot.inbox import InboxWorker, ServesInbox
 from bot.keys import SessionKey
 from bot.memory.context import ContextBuilder
 from bot.memory.episodic.service import RECALL_SHARE, EpisodicMemory, open_episodic
@@ -33,7 +33,7 @@ from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient, ModelError
 from bot.ratelimit import Rate, TurnLimiter
 from bot.stores.factory import open_cache, open_inbox, open_store, open_write_marks
-from bot.stores.inbox import Inbox, InboxItem
+from bot.stores.inbox import Inbox
 from bot.stores.inbox_sqlite import SqliteInbox
 from bot.stores.protocols import Cache, LockTimeout, Store, StoreUnavailable
 from bot.text import clean_message, clean_request
@@ -66,7 +66,7 @@ class _Background:
     running: dict[str, asyncio.Task[None]]
 
 
-class BotApp:
+class BotApp(ServesInbox):
     def __init__(
         self,
         settings: Settings,
@@ -217,15 +217,6 @@ class BotApp:
 
     async def first_delivery(self, event_id: str) -> bool:
         return await self.cache.set_nx(f"event:{event_id}", ttl=24 * 3600)
-
-    async def enqueue(self, item: InboxItem) -> bool:
-        return await self.worker.put(item)
-
-    def serve_inbox(self, kind: str, handler: Handler) -> None:
-        self.worker.serve(kind, handler)
-
-    async def stop_inbox(self, grace: float) -> int:
-        return await self.worker.stop(grace)
 
     async def health(self) -> dict[str, bool]:
         async def check(ping: Awaitable[bool]) -> bool:

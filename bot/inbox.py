@@ -41,7 +41,15 @@ from bot.stores.leases import new_holder
 from bot.stores.protocols import StoreUnavailable
 from tools.keylocks import KeyLocks
 
-__all__ = ["Delivery", "Handler", "InboxEntry", "InboxItem", "InboxWorker", "RetryLater"]
+__all__ = [
+    "Delivery",
+    "Handler",
+    "InboxEntry",
+    "InboxItem",
+    "InboxWorker",
+    "RetryLater",
+    "ServesInbox",
+]
 
 log = logging.getLogger(__name__)
 
@@ -382,3 +390,19 @@ class InboxWorker:
         if still:
             await asyncio.wait(still, timeout=5.0)
         return len(still)
+
+
+class ServesInbox:
+    """The `BotCore` inbox methods over a core's `worker` (BotApp, and the stand-in cores of
+    tests and benchmarks, whose worker has no inbox: items run in process)."""
+
+    worker: InboxWorker
+
+    async def enqueue(self, item: InboxItem) -> bool:
+        return await self.worker.put(item)
+
+    def serve_inbox(self, kind: str, handler: Handler) -> None:
+        self.worker.serve(kind, handler)
+
+    async def stop_inbox(self, grace: float) -> int:
+        return await self.worker.stop(grace)

@@ -24,6 +24,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
+from adapters.slack.clients import client_like
 from adapters.slack.config import SlackConfig, SlackConfigError
 from adapters.slack.handlers import INBOX_KIND, SlackHandlers
 from adapters.slack.oauth import (
@@ -136,14 +137,7 @@ class SlackRuntime:
         )
         if result is None or not result.bot_token:
             return None
-        return AsyncWebClient(
-            token=result.bot_token,
-            base_url=self.client.base_url,
-            timeout=self.client.timeout,
-            session=self.client.session,
-            team_id=team,
-            retry_handlers=list(self.client.retry_handlers),
-        )
+        return client_like(self.client, token=result.bot_token, team_id=team)
 
     async def start(self) -> None:
         """Open the shared HTTP session; learn the bot's identity early (single workspace)."""

@@ -32,6 +32,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from adapters.common.logs import emit
 from adapters.slack.budget import WebApiBudget, retry_after
+from adapters.slack.clients import client_like
 from adapters.slack.config import SlackConfig
 from adapters.slack.errors import api_failed, error_code
 from adapters.slack.mrkdwn import markdown_to_mrkdwn, split_message, truncate
@@ -115,18 +116,7 @@ class SlackReplySink:
         retried: bool = False,
     ) -> None:
         self._client = client
-        self._api = AsyncWebClient(
-            token=client.token,
-            base_url=client.base_url,
-            timeout=client.timeout,
-            ssl=client.ssl,
-            proxy=client.proxy,
-            session=client.session,
-            trust_env_in_session=client.trust_env_in_session,
-            headers=dict(client.headers),
-            team_id=client.default_params.get("team_id"),
-            retry_handlers=list(_RETRY_HANDLERS),
-        )
+        self._api = client_like(client, retry_handlers=list(_RETRY_HANDLERS))
         self._target = target
         self._config = config
         self._caps = caps

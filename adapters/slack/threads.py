@@ -18,6 +18,7 @@ from cachetools import TLRUCache
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.common.logs import emit
+from adapters.slack.clients import no_wait_client
 from adapters.slack.errors import api_failed
 from bot import metrics
 
@@ -89,13 +90,7 @@ class ThreadTracker:
     ) -> bool:
         # One small call, never waiting on its rate limit (apps outside the Marketplace get
         # 1 call a minute and 15 messages per call): a copy of the client without retries.
-        quick = AsyncWebClient(
-            token=client.token,
-            base_url=client.base_url,
-            session=client.session,
-            timeout=10,
-            retry_handlers=[],
-        )
+        quick = no_wait_client(client)
         try:
             resp = await quick.conversations_replies(channel=channel, ts=thread_ts, limit=15)
         except Exception as exc:
@@ -142,13 +137,7 @@ async def find_earlier_reply(
     on a re-run whose first attempt died before it could note what it posted, they are its
     answer (a session's turns run one at a time, so nothing else of the bot's follows that
     message there). One small call that never waits on its rate limit; () when it fails."""
-    quick = AsyncWebClient(
-        token=client.token,
-        base_url=client.base_url,
-        session=client.session,
-        timeout=10,
-        retry_handlers=[],
-    )
+    quick = no_wait_client(client)
     method = "conversations.replies" if thread_ts else "conversations.history"
     try:
         if thread_ts:

@@ -11,13 +11,13 @@ import asyncio
 from dataclasses import dataclass, field
 
 from bot.core import CommandReply, CommandRequest
-from bot.inbox import Handler, InboxItem, InboxWorker
+from bot.inbox import InboxWorker, ServesInbox
 from bot.keys import SessionKey
 from bot.messages import IncomingMessage, ReplySink
 
 
 @dataclass
-class EchoCore:
+class EchoCore(ServesInbox):
     delay: float = 0.0
     chunks: int = 3
     reply: str | None = None  # fixed answer instead of the echo
@@ -36,15 +36,6 @@ class EchoCore:
 
     def __post_init__(self) -> None:
         self.worker = InboxWorker(None, first_delivery=self.first_delivery)
-
-    async def enqueue(self, item: InboxItem) -> bool:
-        return await self.worker.put(item)
-
-    def serve_inbox(self, kind: str, handler: Handler) -> None:
-        self.worker.serve(kind, handler)
-
-    async def stop_inbox(self, grace: float) -> int:
-        return await self.worker.stop(grace)
 
     def reply_for(self, message: IncomingMessage) -> str:
         return self.reply if self.reply is not None else f"echo: {message.text}"
