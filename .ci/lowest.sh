@@ -43,6 +43,10 @@ print(f"lowest on Python {platform.python_version()}: {got}")
 PY
 
 "$LOWEST/bin/python" .ci/import_all.py bot tools adapters
+# The platforms' event loop at its floor (tests/uvloop needs pytest-asyncio's newer loop hook).
+"$LOWEST/bin/python" -c 'from bot import eventloop
+async def name(): return eventloop.running_loop_name()
+assert eventloop.run(name(), "uvloop") == "uvloop"'
 
 # A cross-section that exercises each dependency through its real use (about 2 minutes on a loaded
 # 2-core machine; the whole suite on this venv passed too, in 16): the turn, model client and

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from bot import eventloop
 from bot.config import ConfigError, Settings, load_settings
 from bot.logsetup import setup_logging
 
@@ -125,10 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return asyncio.run(run_audit(settings, args.user, args.text))
         if args.command in PLATFORMS:
-            return asyncio.run(_platform(args.command, settings))
+            return eventloop.run(_platform(args.command, settings), settings.bot_event_loop)
         if args.command == "consolidate":
             return asyncio.run(_consolidate(settings, now=args.now))
-    except ConfigError as exc:
+    except (ConfigError, eventloop.EventLoopUnavailable) as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:
         return 130

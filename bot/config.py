@@ -70,6 +70,8 @@ class Settings(BaseSettings):
     # /healthz fails when the oldest unhandled entry is older than this.
     bot_inbox_max_age_seconds: float = Field(default=300.0, gt=0)
     bot_session_ttl: float = Field(default=1800.0, gt=0)
+    # The event loop of `bot slack|discord`: uvloop when installed (auto), or asyncio's own.
+    bot_event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"
     # Embeddings for long-term memory: local | none | a model at the endpoint; unset = local
     # when the `embeddings` extra is installed, else none (bot.embeddings.factory).
     bot_embedding_model: str | None = None

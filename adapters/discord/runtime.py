@@ -22,6 +22,7 @@ from adapters.discord.commands import DiscordCommands
 from adapters.discord.config import DiscordConfig
 from adapters.discord.handlers import INBOX_KIND, DiscordHandlers
 from bot.core import BotCore
+from bot.eventloop import running_loop_name
 
 _LOG = logging.getLogger(__name__)
 
@@ -107,6 +108,7 @@ class DiscordRuntime:
             user=user.id if user else None,
             guilds=len(self.client.guilds),
             shards=self.client.shard_count,
+            event_loop=running_loop_name(),
         )
         self.ready.set()
 

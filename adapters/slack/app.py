@@ -36,6 +36,7 @@ from adapters.slack.oauth import (
     TokenRotation,
 )
 from bot.core import BotCore
+from bot.eventloop import running_loop_name
 
 _LOG = logging.getLogger(__name__)
 
@@ -158,6 +159,7 @@ class SlackRuntime:
             mode="socket" if self.config.socket_mode else "http",
             oauth=self.config.oauth_enabled,
             api_url=self.config.base_url,
+            event_loop=running_loop_name(),
         )
 
     async def stop(self) -> None:

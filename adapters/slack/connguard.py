@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -40,9 +40,10 @@ class _GuardedProtocol(asyncio.Protocol):
     # -- asyncio.Protocol --------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-        self._guard.register(transport, self)
+        # A stream transport; not isinstance-checked: uvloop's transports do not subclass
+        # asyncio's classes.
+        self._transport = cast(asyncio.Transport, transport)
+        self._guard.register(self._transport, self)
         self._inner.connection_made(transport)
         self.idle()
 

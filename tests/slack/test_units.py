@@ -302,6 +302,29 @@ async def test_loop_guard_admits_at_once_when_idle_and_throttles_when_overloaded
         await guard.stop()
 
 
+async def test_loop_guard_stops_ticking_when_no_turn_comes_and_starts_again_on_the_next() -> None:
+    import asyncio
+
+    from adapters.common.loadguard import LoopGuard
+
+    guard = LoopGuard(tick=0.01, idle_after=0.05)
+    guard.start()
+    try:
+        assert guard.ticking
+        for _ in range(200):  # 2 s at most; it stops after about 5 ticks without an admission
+            if not guard.ticking:
+                break
+            await asyncio.sleep(0.01)
+        assert not guard.ticking
+        await guard.admit()  # admitted at once, and the timer runs again
+        assert guard.ticking
+    finally:
+        await guard.stop()
+    assert not guard.ticking
+    await guard.admit()  # stopped: never blocks, never ticks
+    assert not guard.ticking
+
+
 # -- manifest -----------------------------------------------------------------------------------
 
 
