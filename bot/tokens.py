@@ -40,6 +40,11 @@ _BLOB_URLS = {
 MESSAGE_OVERHEAD = 4
 REPLY_PRIMER = 3
 TOOLS_CACHED = 64  # distinct tool lists whose token counts are kept (per counter)
+# A turn counts the same short texts more than once (the person's message when it is stored and
+# again when the context is built, the system prompt's parts, recalled excerpts): their counts are
+# kept, up to this many texts of at most SHORT_TEXT characters (≈ 2 MB at most per counter).
+TEXTS_CACHED = 1024
+SHORT_TEXT = 2000
 
 
 def _cache_dir() -> str | None:
@@ -100,10 +105,16 @@ class TokenCounter:
         self.encoding = get_encoding(model)
         # The same few tool lists are offered turn after turn: count each one once.
         self._tools: LRUCache[str, int] = LRUCache(maxsize=TOOLS_CACHED)
+        self._short = lru_cache(maxsize=TEXTS_CACHED)(self._encoded_length)  # thread-safe
 
     def count(self, text: str) -> int:
         if not text:
             return 0
+        if len(text) <= SHORT_TEXT:
+            return self._short(text)
+        return self._encoded_length(text)
+
+    def _encoded_length(self, text: str) -> int:
         return len(self.encoding.encode(text, disallowed_special=()))
 
     def message(self, message: dict[str, Any]) -> int:

@@ -254,7 +254,11 @@ class SlackHandlers:
             self.threads.mark(route.team, route.channel, route.reply_thread_ts)
 
         wanted = [u for u in mentioned_users(str(event.get("text") or "")) if u != bot_user_id]
-        names = await self.users.names(client, route.team, [route.user, *wanted])
+        # Both are cached Web API lookups; on a miss each is a request: ask both at once.
+        names, private = await asyncio.gather(
+            self.users.names(client, route.team, [route.user, *wanted]),
+            self._is_private(client, route),
+        )
         text = normalize_text(str(event.get("text") or ""), bot_user_id=bot_user_id, names=names)
         # An empty text (a bare mention) still goes to the core: it owns the reply policy.
         if route.assistant_thread and route.reply_thread_ts:
@@ -272,8 +276,7 @@ class SlackHandlers:
             is_dm=route.is_dm,
             # Only this event's files: a thread's earlier files are never fetched again.
             attachments=self.files.attachments(event, client.token),
-            is_private=not route.is_dm
-            and await self.channels.is_private(client, route.team, route.channel),
+            is_private=private,
             sent_at=_sent_at(route.message_ts),
         )
         target = ReplyTarget(
@@ -329,6 +332,11 @@ class SlackHandlers:
             return await self._run_turn(message, sink, durable=delivery.durable)
         finally:
             self._turns.release()
+
+    async def _is_private(self, client: AsyncWebClient, route: Route) -> bool:
+        if route.is_dm:
+            return False
+        return await self.channels.is_private(client, route.team, route.channel)
 
     async def _run_turn(
         self, message: IncomingMessage, sink: SlackReplySink, *, durable: bool

@@ -85,3 +85,28 @@ def test_tool_schemas_are_counted_by_content() -> None:
     tool["function"] = {"name": "remember", "description": "Store one fact about the speaker."}
     assert counter.tools(schemas) == oracle(schemas) > first
     assert counter.tools([]) == 0
+
+
+def test_short_texts_counted_once_and_the_cache_stays_bounded() -> None:
+    """A text counted again comes from the cache and counts the same as tiktoken says; long
+    texts are never kept, and the cache holds at most TEXTS_CACHED texts."""
+    import tiktoken
+
+    from bot.tokens import SHORT_TEXT, TEXTS_CACHED
+
+    encoding = tiktoken.get_encoding("o200k_base")
+
+    def oracle(text: str) -> int:
+        return len(encoding.encode(text, disallowed_special=()))
+
+    counter = TokenCounter("gpt-4o-mini")
+    text = "question number 12, and a follow-up ✓"
+    assert counter.count(text) == counter.count(text) == oracle(text)
+    info = counter._short.cache_info()
+    assert (info.hits, info.misses) == (1, 1)
+    long = "word " * SHORT_TEXT
+    assert counter.count(long) == oracle(long)
+    assert counter._short.cache_info().currsize == 1  # the long text was not kept
+    for i in range(TEXTS_CACHED * 2):
+        counter.count(f"text {i}")
+    assert counter._short.cache_info().currsize == TEXTS_CACHED

@@ -102,6 +102,11 @@ async def test_turn_timeout_gives_a_friendly_reply(make_app: Any, fake_openai: F
     fake_openai.push(hang(3))
     sink = await say(app, "slow one")
     assert sink.error and "too long" in (sink.final or "")
+    # The message was stored while the model was asked, and kept when the turn timed out.
+    fake_openai.push(text("Back again."))
+    await say(app, "still there?")
+    contents = [m.get("content") for m in fake_openai.requests[-1]["messages"]]
+    assert "slow one" in contents
 
 
 async def test_rate_limited_twice_then_success(make_app: Any, fake_openai: FakeOpenAI) -> None:
