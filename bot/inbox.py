@@ -140,7 +140,15 @@ class InboxWorker:
         it in this process when the inbox is off or unavailable."""
         if self.inbox is not None:
             try:
-                entry_id = await self.inbox.put(item)
+                if self._runs_here(item.kind):
+                    entry_id, taken = await self.inbox.put_and_take(item, self.consumer)
+                    if taken is not None and not self._stopping:
+                        self._held[taken.id] = taken
+                        self._spawn(taken, durable=True)
+                    elif taken is not None:  # stopping meanwhile: for another worker
+                        await self._hand_back(item.kind, [taken])
+                else:
+                    entry_id = await self.inbox.put(item)
                 return entry_id is not None
             except Exception as exc:  # down, refusing writes (OOM, MISCONF...), an oversized item
                 metrics.INBOX_FALLBACK.labels(item.kind).inc()
@@ -158,6 +166,16 @@ class InboxWorker:
         entry = InboxEntry(id=f"local-{time.monotonic_ns()}", item=item, enqueued_at=time.time())
         self._spawn(entry, durable=False)
         return True
+
+    def _runs_here(self, kind: str) -> bool:
+        """This worker would take an entry of `kind` now (it serves the kind, is not stopping,
+        has a free slot): then it takes the entry it puts in the same step."""
+        return (
+            kind in self._handlers
+            and bool(self._loops)
+            and not self._stopping
+            and len(self._held) < self._max_in_flight
+        )
 
     def serve(self, kind: str, handler: Handler) -> None:
         """Run `handler` for entries of `kind` (this process's platform), from now on (also

@@ -58,6 +58,14 @@ class Inbox(Protocol):
         """Store the item durably; its entry id, or None when one of its `dedup` keys was put in
         the last 24 hours (the item is then not stored). ValueError for an oversized body."""
 
+    async def put_and_take(
+        self, item: InboxItem, consumer: str
+    ) -> tuple[str | None, InboxEntry | None]:
+        """`put`, and where the backend can do it in the same step, the new entry taken for
+        `consumer` when nothing of its session is open before it: the worker that accepted an
+        event runs it without another round trip. Returns (`put`'s answer, the entry taken or
+        None: then it waits for `take` like any other)."""
+
     async def take(
         self, kind: str, consumer: str, *, count: int, wait: float, fresh: bool = True
     ) -> list[InboxEntry]:

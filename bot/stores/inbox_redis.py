@@ -185,6 +185,13 @@ class RedisInbox:
             raise StoreUnavailable(f"Redis unavailable during inbox put: {exc}") from exc
         return None if entry_id is None else _text(entry_id)
 
+    async def put_and_take(
+        self, item: InboxItem, consumer: str
+    ) -> tuple[str | None, InboxEntry | None]:
+        """Only `put`: a stream entry reaches a consumer through XREADGROUP, which any replica's
+        reader may be the one to call, so the putting worker cannot take it in the same step."""
+        return await self.put(item), None
+
     async def take(
         self, kind: str, consumer: str, *, count: int, wait: float, fresh: bool = True
     ) -> list[InboxEntry]:

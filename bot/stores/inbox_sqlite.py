@@ -77,6 +77,19 @@ class SqliteInbox:
         return cls(worker, claim_after=claim_after, owns_worker=owns_worker)
 
     async def put(self, item: InboxItem) -> str | None:
+        entry_id, _ = await self._put(item, None)
+        return entry_id
+
+    async def put_and_take(
+        self, item: InboxItem, consumer: str
+    ) -> tuple[str | None, InboxEntry | None]:
+        """In the put's own transaction, the entry is leased to `consumer` when it is its
+        session's only open entry (as `take` would lease it: the same owner, lease and tries)."""
+        return await self._put(item, consumer)
+
+    async def _put(
+        self, item: InboxItem, take_for: str | None
+    ) -> tuple[str | None, InboxEntry | None]:
         body = json.dumps(item.body, separators=(",", ":"))
         if len(body) > MAX_BODY_CHARS:
             raise ValueError(f"inbox item body of {len(body)} characters")
@@ -85,7 +98,7 @@ class SqliteInbox:
         if prune:
             self._last_prune = now
 
-        def run(conn: sqlite3.Connection) -> str | None:
+        def run(conn: sqlite3.Connection) -> tuple[str | None, bool]:
             with transaction(conn):
                 if prune:
                     conn.execute("DELETE FROM inbox_seen WHERE seen_at < ?", (now - SEEN_TTL,))
@@ -94,7 +107,7 @@ class SqliteInbox:
                         "SELECT seen_at FROM inbox_seen WHERE key = ?", (key,)
                     ).fetchone()
                     if row is not None and row[0] >= now - SEEN_TTL:
-                        return None
+                        return None, False
                 conn.executemany(
                     "INSERT OR REPLACE INTO inbox_seen (key, seen_at) VALUES (?, ?)",
                     [(key, now) for key in item.dedup],
@@ -103,12 +116,30 @@ class SqliteInbox:
                     "INSERT INTO inbox (kind, session, body, enqueued_at) VALUES (?, ?, ?, ?)",
                     (item.kind, item.session, body, now),
                 )
-                return str(cur.lastrowid)
+                n = cur.lastrowid
+                taken = take_for is not None and (
+                    conn.execute(
+                        "SELECT 1 FROM inbox WHERE session = ? AND n < ? LIMIT 1",
+                        (item.session, n),
+                    ).fetchone()
+                    is None
+                )
+                if taken:
+                    conn.execute(
+                        "UPDATE inbox SET owner = ?, lease_until = ?, tries = 1 WHERE n = ?",
+                        (take_for, now + self.claim_after, n),
+                    )
+                return str(n), taken
 
-        entry_id = await self._db.call(run)
-        if entry_id is not None:
+        entry_id, taken = await self._db.call(run)
+        if entry_id is None:
+            return None, None
+        if not taken:
             self._wake.set()
-        return entry_id
+            return entry_id, None
+        # The body as `take` would hand it over: parsed from what was stored, not the caller's.
+        entry = InboxItem(item.kind, item.session, json.loads(body), item.dedup)
+        return entry_id, InboxEntry(id=entry_id, item=entry, enqueued_at=now, tries=1)
 
     async def take(
         self, kind: str, consumer: str, *, count: int, wait: float, fresh: bool = True

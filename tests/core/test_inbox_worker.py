@@ -171,6 +171,9 @@ class DownInbox:
     async def put(self, item: InboxItem) -> str | None:
         raise StoreUnavailable("down")
 
+    async def put_and_take(self, item: InboxItem, consumer: str) -> tuple[str | None, None]:
+        raise StoreUnavailable("down")
+
 
 async def test_an_unwritable_inbox_runs_items_here_once() -> None:
     seen_keys: set[str] = set()

@@ -63,6 +63,41 @@ async def test_put_then_take_returns_the_item_once(inbox: Inbox) -> None:
     assert (await inbox.stats(KIND)).depth == 0
 
 
+async def test_put_and_take_leases_a_sessions_only_entry_to_the_putter(inbox: Inbox) -> None:
+    """Where the backend takes at put (SQLite), the entry is held as `take` would hold it: not
+    handed to anyone else, not to the putter again, done once; an entry behind an open one of
+    its session, and a duplicate, are not taken. Where it does not (Redis), `take` hands the
+    entry over as after `put`."""
+    put_id, taken = await inbox.put_and_take(item("s1", 1, "ev:1"), "host:1:a")
+    assert put_id is not None
+    if taken is None:  # the backend never takes at put
+        (taken,) = await take_all(inbox, "host:1:a", 1)
+    assert taken.item.body == {"n": 1} and taken.item.session == "s1" and taken.tries == 1
+    assert taken.id == put_id
+    assert await inbox.take(KIND, "host:2:b", count=5, wait=0.1) == []  # held by a live one
+    assert await inbox.take(KIND, "host:1:a", count=5, wait=0.1) == []  # and ours already
+    later_id, later = await inbox.put_and_take(item("s1", 2), "host:1:a")
+    assert later_id is not None and later is None  # s1's first entry is still open
+    assert await inbox.put_and_take(item("s1", 3, "ev:1"), "host:1:a") == (None, None)
+    await inbox.done(taken)
+    (second,) = await take_all(inbox, "host:2:b", 1)
+    assert second.item.body == {"n": 2} and second.id == later_id
+    await inbox.done(second)
+    assert (await inbox.stats(KIND)).depth == 0
+
+
+async def test_an_entry_taken_at_put_is_taken_over_when_its_holder_stops_renewing(
+    inbox: Inbox,
+) -> None:
+    _, taken = await inbox.put_and_take(item("s9", 1), "host:1:a")
+    if taken is None:
+        (taken,) = await take_all(inbox, "host:1:a", 1)
+    await asyncio.sleep(CLAIM + 0.2)  # never renewed: the lease runs out
+    (over,) = await take_all(inbox, "host:2:b", 1)
+    assert over.id == taken.id and over.tries == 2
+    await inbox.done(over)
+
+
 async def test_a_dedup_key_refuses_a_second_put(inbox: Inbox) -> None:
     assert await inbox.put(item("s1", 1, "ev:1", "msg:1")) is not None
     assert await inbox.put(item("s1", 2, "ev:2", "msg:1")) is None  # same message, new event id
