@@ -2,10 +2,10 @@
 
 uvloop (libuv underneath) runs the same coroutines with less CPU per callback, socket write and
 thread hand-off, which is most of what a Slack turn's event loop does: `bench/bench_slack.py`,
-back to back on one machine, measured 7.8 against 8.4 ms of bot CPU per answered mention and a
-shorter queue for every await. It is a dependency except on Windows (no wheels); where it cannot
-be imported, `auto` runs asyncio's loop without a word. `BOT_EVENT_LOOP=asyncio` opts out (a
-debugger or profiler that wants asyncio's own frames); `uvloop` insists and fails when missing.
+back to back on one machine, measured 7.8 against 8.4 ms of bot CPU per answered mention. It is
+a dependency except on Windows (no wheels); where it cannot be imported, `auto` runs asyncio's
+loop without a word. `BOT_EVENT_LOOP=asyncio` opts out (a debugger or profiler that wants
+asyncio's own frames); `uvloop` insists and fails when missing.
 """
 
 from __future__ import annotations
@@ -48,6 +48,6 @@ def run(main: Coroutine[Any, Any, T], choice: Choice = "auto") -> T:
 
 
 def running_loop_name() -> str:
-    """`uvloop` or `asyncio`, for the start-up log line and `bot doctor`."""
+    """`uvloop` or `asyncio`, for the platforms' start-up log lines."""
     loop = asyncio.get_running_loop()
     return "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"

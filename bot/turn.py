@@ -217,8 +217,7 @@ class TurnRunner:
     ) -> None:
         session, person, turn_id = msg.session, msg.person, result.turn_id
         await sink.working()
-        # Two independent reads at once: each is a store round trip, and under load every round
-        # trip also waits its turn on the event loop.
+        # Two independent reads: at once, so neither waits behind the other's round trip.
         hot, facts = await asyncio.gather(
             self.memory.load(session),
             facts_for(self.facts, person),  # a DM scope: all of theirs on the platform
@@ -266,127 +265,105 @@ class TurnRunner:
             name=msg.user_name,
             meta=meta,
         )
-        # The person's message is stored while the model is asked (its store round trip off the
-        # reply's path); it is awaited before the first thing that needs its seq or comes after
-        # it, and before the turn ends however it ends.
-        storing = (
-            None
-            if prior is not None
-            else asyncio.ensure_future(self.memory.append(session, hot, [user_msg]))
+        if prior is not None:
+            stored_user = prior.user
+        else:
+            (stored_user,) = await self.memory.append(session, hot, [user_msg])
+        view = MemoryView(
+            speaker_facts=facts,
+            pinned=hot.state.pinned,
+            summary=hot.state.summary,
+            history=history,
+            speaker=person.id,
+            recalled=recalled.text,
         )
-        try:
-            view = MemoryView(
-                speaker_facts=facts,
-                pinned=hot.state.pinned,
-                summary=hot.state.summary,
-                history=history,
-                speaker=person.id,
-                recalled=recalled.text,
-            )
-            content = files.content(msg.text) if files else msg.text
-            current: list[dict[str, Any]] = [{"role": "user", "content": content}]
-            resumed = prior.completed_rounds() if prior is not None else []
-            current += resumed
-            notes = toolbox.notes()  # installed tools left out this turn (their server is down)
-            if notes:
-                current.append({"role": "system", "content": "\n".join(notes)})
-            ctx: ToolContext | None = None
-            # Shared files are untrusted content from the start (bot.write_guard).
-            guard = WriteGuard(msg.text, tainted=files is not None or bool(resumed))
+        content = files.content(msg.text) if files else msg.text
+        current: list[dict[str, Any]] = [{"role": "user", "content": content}]
+        resumed = prior.completed_rounds() if prior is not None else []
+        current += resumed
+        notes = toolbox.notes()  # installed tools left out this turn (their server is down)
+        if notes:
+            current.append({"role": "system", "content": "\n".join(notes)})
+        ctx = ToolContext(
+            session_id=session.id,
+            speaker_id=person.id,
+            team_id=session.team_key.id,
+            turn_id=turn_id,
+            speaker_name=msg.user_name,
+            message_id=msg.message_id,
+            message_ref=f"{session.id}#{stored_user.seq}",
+        )
+        # Shared files are untrusted content from the start (bot.write_guard).
+        guard = WriteGuard(msg.text, tainted=files is not None or bool(resumed))
 
-            for round_no in range(1, self.max_rounds + 2):
-                final_round = round_no > self.max_rounds
-                if final_round:
-                    current.append({"role": "system", "content": FINAL_ANSWER_NOTE})
-                if round_no > 1 and not tools_rejected:  # a tool asked for may be offered now
-                    offered = toolbox.schemas()
-                    if len(offered) != len(schemas):
-                        schemas, tools_tokens = offered, self.builder.counter.tools(offered)
-                built = self.builder.build(view, current, tools_tokens=tools_tokens)
-                result.request_tokens.append(built.tokens)
-                result.rounds = round_no
-                while True:
-                    try:
-                        response = await self.model.complete(
-                            built.messages,
-                            tools=schemas or None,
-                            tool_choice="none" if final_round and schemas else None,
-                            on_delta=sink.delta,
-                            max_tokens=self.builder.reply_tokens,
-                        )
-                        break
-                    except ModelError as err:
-                        if err.kind != "bad_request" or round_no > 1:
-                            raise
-                        if (
-                            files is not None
-                            and files.images
-                            and current[0]["content"]
-                            != (text_only := files.content(msg.text, with_images=False))
-                        ):
-                            # A server that takes no image parts: the images become a note saying
-                            # so, and (BOT_VISION=auto) this process stops sending them.
-                            log.warning(
-                                "model_rejected_images", extra={"fields": {"turn_id": turn_id}}
-                            )
-                            self.vision.refused()
-                            current[0] = {"role": "user", "content": text_only}
-                        elif schemas:
-                            # Some OpenAI-compatible servers/models reject function tools outright:
-                            # answer without them rather than not at all.
-                            log.warning(
-                                "model_rejected_tools", extra={"fields": {"turn_id": turn_id}}
-                            )
-                            schemas, tools_tokens, tools_rejected = [], 0, True
-                        else:
-                            raise
-                        built = self.builder.build(view, current, tools_tokens=tools_tokens)
-                        result.request_tokens[-1] = built.tokens
-                if storing is not None:
-                    (stored_user,) = await storing
-                    storing = None
-                if ctx is None:
-                    if prior is not None:
-                        stored_user = prior.user
-                    ctx = ToolContext(
-                        session_id=session.id,
-                        speaker_id=person.id,
-                        team_id=session.team_key.id,
+        for round_no in range(1, self.max_rounds + 2):
+            final_round = round_no > self.max_rounds
+            if final_round:
+                current.append({"role": "system", "content": FINAL_ANSWER_NOTE})
+            if round_no > 1 and not tools_rejected:  # a tool asked for may be offered now
+                offered = toolbox.schemas()
+                if len(offered) != len(schemas):
+                    schemas, tools_tokens = offered, self.builder.counter.tools(offered)
+            built = self.builder.build(view, current, tools_tokens=tools_tokens)
+            result.request_tokens.append(built.tokens)
+            result.rounds = round_no
+            while True:
+                try:
+                    response = await self.model.complete(
+                        built.messages,
+                        tools=schemas or None,
+                        tool_choice="none" if final_round and schemas else None,
+                        on_delta=sink.delta,
+                        max_tokens=self.builder.reply_tokens,
+                    )
+                    break
+                except ModelError as err:
+                    if err.kind != "bad_request" or round_no > 1:
+                        raise
+                    if (
+                        files is not None
+                        and files.images
+                        and current[0]["content"]
+                        != (text_only := files.content(msg.text, with_images=False))
+                    ):
+                        # A server that takes no image parts: the images become a note saying
+                        # so, and (BOT_VISION=auto) this process stops sending them.
+                        log.warning("model_rejected_images", extra={"fields": {"turn_id": turn_id}})
+                        self.vision.refused()
+                        current[0] = {"role": "user", "content": text_only}
+                    elif schemas:
+                        # Some OpenAI-compatible servers/models reject function tools outright:
+                        # answer without them rather than not at all.
+                        log.warning("model_rejected_tools", extra={"fields": {"turn_id": turn_id}})
+                        schemas, tools_tokens, tools_rejected = [], 0, True
+                    else:
+                        raise
+                    built = self.builder.build(view, current, tools_tokens=tools_tokens)
+                    result.request_tokens[-1] = built.tokens
+            if response.tool_calls and not final_round:
+                await self._tool_round(session, hot, response, toolbox, ctx, current, result, guard)
+                continue
+            reply = response.content.strip() or EMPTY_REPLY
+            private = any(r.name in PRIVATE_TOOLS for r in result.tool_calls)
+            await self.memory.append(
+                session,
+                hot,
+                [
+                    NewMessage(
+                        role="assistant",
+                        content=reply,
+                        speaker=person.id,
                         turn_id=turn_id,
-                        speaker_name=msg.user_name,
-                        message_id=msg.message_id,
-                        message_ref=f"{session.id}#{stored_user.seq}",
+                        meta={"private": True} if private else {},
                     )
-                if response.tool_calls and not final_round:
-                    await self._tool_round(
-                        session, hot, response, toolbox, ctx, current, result, guard
-                    )
-                    continue
-                reply = response.content.strip() or EMPTY_REPLY
-                private = any(r.name in PRIVATE_TOOLS for r in result.tool_calls)
-                await self.memory.append(
-                    session,
-                    hot,
-                    [
-                        NewMessage(
-                            role="assistant",
-                            content=reply,
-                            speaker=person.id,
-                            turn_id=turn_id,
-                            meta={"private": True} if private else {},
-                        )
-                    ],
-                )
-                result.reply = reply
-                result.outcome = "max_rounds" if final_round else "answer"
-                break
-            result.needs_compression = self.memory.needs_compression(
-                hot
-            ) and self.memory.summary_due(hot.state)
-
-        finally:
-            if storing is not None:
-                await storing  # never left running, nor its error unread, when the turn ends
+                ],
+            )
+            result.reply = reply
+            result.outcome = "max_rounds" if final_round else "answer"
+            break
+        result.needs_compression = self.memory.needs_compression(hot) and self.memory.summary_due(
+            hot.state
+        )
 
     async def _files(self, msg: IncomingMessage, tools_tokens: int) -> FileInput:
         """The message's files fitted into a share of this turn's room (the rest is for the
