@@ -34,6 +34,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import statistics
@@ -349,12 +350,20 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[index]
 
 
+def _question(prefix: str, i: int) -> str:
+    """The mention's words: the model request carrying them is matched to its channel."""
+    return f"question number {prefix}{i}"
+
+
+QUESTION = re.compile(r"question number ([A-Z]+\d+)")
+
+
 def _event(i: int, prefix: str) -> tuple[str, str, dict[str, Any]]:
     channel, ts = f"C{prefix}{i:05d}", f"{int(time.time())}.{i:06d}"
     event = {
         "type": "app_mention",
         "user": "U1",
-        "text": f"<@UBOT> question number {i}",
+        "text": f"<@UBOT> {_question(prefix, i)}",
         "ts": ts,
         "channel": channel,
     }
@@ -458,7 +467,9 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
                 await asyncio.gather(*(r.wait_ready(http) for r in replicas))
                 urls = [r.url for r in replicas]
             pids = [b.pid for b in bots]
-            return await _measure(args, http, urls, pids, api_url, fakes.pid, store_pids)
+            return await _measure(
+                args, http, urls, pids, (api_url, openai_url), fakes.pid, store_pids
+            )
     finally:
         for proc in (*bots, fakes):
             with contextlib.suppress(ProcessLookupError):
@@ -477,10 +488,11 @@ async def _measure(
     http: aiohttp.ClientSession,
     urls: list[str],
     bot_pids: list[int],
-    api_url: str,
+    fake_urls: tuple[str, str],
     fakes_pid: int,
     store_pids: list[int],
 ) -> dict[str, Any]:
+    api_url, openai_url = fake_urls
     events_urls = [f"{u}/slack/events" for u in urls]
     fake_calls_url = api_url.removesuffix("api/") + "_fake/calls"
     wait_url = api_url.removesuffix("api/") + "_fake/wait"
@@ -542,6 +554,8 @@ async def _measure(
         sum(_cpu_seconds(p) for p in store_pids),
     )
     started = time.monotonic()
+    trace: list[tuple[float, float]] = []  # (time, the bots' CPU seconds) every CPU_SAMPLE s
+    sampler = asyncio.create_task(_trace_cpu(bot_pids, trace))
     if args.mode == "burst":
         await burst()
     else:
@@ -550,7 +564,12 @@ async def _measure(
         await asyncio.gather(*retries_in_flight)
     channels = {c for c, _, _ in events}
     calls = await _wait_done(http, fake_calls_url, channels, args.timeout, seen)
-    bot_cpu = sum(_cpu_seconds(p) - b for p, b in zip(bot_pids, cpu_before[0], strict=True))
+    sampler.cancel()
+    last_call = max((c["at"] for c in calls if c["channel"] in channels), default=time.monotonic())
+    # The CPU at the last reply, not when the driver saw it: the indexing the turns queued
+    # starts the moment the last turn ends (bot.memory.episodic.indexer) and belongs to the
+    # next figure.
+    bot_cpu = _cpu_at(trace, last_call) - sum(cpu_before[0])
     settled_cpu = await _settled_cpu(bot_pids, cpu_before[0])
     fakes_cpu = _cpu_seconds(fakes_pid) - cpu_before[1]
     driver_cpu = time.process_time() - cpu_before[2]
@@ -558,7 +577,9 @@ async def _measure(
     buckets_after = await _ack_buckets(http, metrics_urls)
     peak = max(_peak_rss_mb(pid)[1] for pid in bot_pids)
 
-    result = _tally(args, events, sent_at, calls, started)
+    async with http.get(openai_url.removesuffix("/v1") + "/_fake/chats") as resp:
+        chats = await resp.json()
+    result = _tally(args, events, sent_at, calls, _asked_at(chats), started)
     result.update(
         retried=len(retried),
         processes=len(bot_pids),
@@ -576,6 +597,20 @@ async def _measure(
         server_p99=_bucket_quantile(buckets_before, buckets_after, 0.99) * 1000,
     )
     return result
+
+
+CPU_SAMPLE = 0.02  # seconds between samples of the bots' CPU during a run
+
+
+async def _trace_cpu(pids: list[int], trace: list[tuple[float, float]]) -> None:
+    while True:
+        trace.append((time.monotonic(), sum(_cpu_seconds(p) for p in pids)))
+        await asyncio.sleep(CPU_SAMPLE)
+
+
+def _cpu_at(trace: list[tuple[float, float]], at: float) -> float:
+    """The bots' CPU seconds at the first sample taken at `at` or later (the last one if none)."""
+    return next((cpu for t, cpu in trace if t >= at), trace[-1][1] if trace else float("nan"))
 
 
 async def _settled_cpu(pids: list[int], before: list[float], *, limit: float = 180.0) -> float:
@@ -623,19 +658,38 @@ async def _wait_done(
             return seen
 
 
+def _asked_at(chats: list[dict[str, Any]]) -> dict[str, float]:
+    """Channel -> when its mention's first model request reached FakeOpenAI."""
+    asked: dict[str, float] = {}
+    for chat in chats:
+        found = QUESTION.search(str(chat.get("user") or ""))
+        if found:
+            word = found.group(1)
+            channel = f"C{word[0]}{int(word[1:]):05d}"
+            asked.setdefault(channel, float(chat["at"]))
+    return asked
+
+
 def _tally(
     args: argparse.Namespace,
     events: list[tuple[str, str, dict[str, Any]]],
     sent_at: dict[str, float],
     calls: list[dict[str, Any]],
+    asked_at: dict[str, float],
     started: float,
 ) -> dict[str, Any]:
+    """Per answered mention: event -> first Web API call, event -> reply minus the model, and
+    that wait split at the model request (as FakeOpenAI saw it arrive): before it (ack, inbox,
+    store reads and the user message's write) and after the model's answer (the reply's write
+    and post)."""
     by_channel: dict[str, list[dict[str, Any]]] = {}
     for call in calls:
         if call["channel"] in sent_at:
             by_channel.setdefault(call["channel"], []).append(call)
     first_call: list[float] = []
     first_reply: list[float] = []
+    before_model: list[float] = []
+    after_model: list[float] = []
     finished: list[float] = []
     lost = duplicated = 0
     for channel, sent in sent_at.items():
@@ -648,6 +702,9 @@ def _tally(
             duplicated += 1
         first_call.append(mine[0]["at"] - sent)
         first_reply.append(replies[0]["at"] - sent - args.model_latency)
+        if channel in asked_at:
+            before_model.append(asked_at[channel] - sent)
+            after_model.append(replies[0]["at"] - asked_at[channel] - args.model_latency)
         finished.append(mine[-1]["at"])
     elapsed = (max(finished) if finished else time.monotonic()) - started
     return {
@@ -655,6 +712,8 @@ def _tally(
         "elapsed": elapsed,
         "first_call": first_call,
         "first_reply": first_reply,
+        "before_model": before_model,
+        "after_model": after_model,
         "lost": lost,
         "duplicated": duplicated,
     }
@@ -713,6 +772,20 @@ def _figures(args: argparse.Namespace, r: dict[str, Any]) -> list[dict[str, Any]
             "event to reply minus model p99",
             NO_TARGET,
             _pct(r["first_reply"], 0.99) * ms,
+            "ms",
+            None,
+        ),
+        figure(
+            "of which event to model request p50",
+            NO_TARGET,
+            _pct(r["before_model"], 0.5) * ms,
+            "ms",
+            None,
+        ),
+        figure(
+            "of which model answer to reply p50",
+            NO_TARGET,
+            _pct(r["after_model"], 0.5) * ms,
             "ms",
             None,
         ),
@@ -783,6 +856,13 @@ def _report(args: argparse.Namespace, r: dict[str, Any]) -> None:
         f"p99 {_pct(r['first_reply'], 0.99) * ms:6.1f} ms   (mean {mean:.1f} ms; target p50 "
         f"< {OVERHEAD_P50_MS:g} ms)"
     )
+    if r["before_model"]:
+        print(
+            "    of which            event->model request p50 "
+            f"{_pct(r['before_model'], 0.5) * ms:.1f} ms, model answer->reply p50 "
+            f"{_pct(r['after_model'], 0.5) * ms:.1f} ms "
+            "(FakeOpenAI's arrival times)"
+        )
     per = r["bot_cpu"] / answered * ms if answered else float("nan")
     settled = r["settled_cpu"] / answered * ms if answered else float("nan")
     print(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from bot import tracing
+from bot.activity import TurnActivity
 from bot.commands import CommandHandler
 from bot.config import Settings
 from bot.core import CommandReply, CommandRequest
@@ -82,6 +83,9 @@ class BotApp(ServesInbox):
         self.settings = settings
         self.inbox = inbox  # durable events between a platform's ack and the turn; None: off
         self.episodic = episodic  # long-term episodic memory; None: the turn recalls nothing
+        self.activity = TurnActivity()  # the turns running here; indexing yields to them
+        if episodic is not None:
+            episodic.indexer.yield_to(self.activity)
         self.store = store
         self.cache = cache
         self.model = model
@@ -195,7 +199,8 @@ class BotApp(ServesInbox):
                         )
                         await sink.finish(STORE_DOWN_REPLY, error=True)
                         return None
-                    result = await self.runner.run(message, toolbox, sink)
+                    with self.activity.turn():
+                        result = await self.runner.run(message, toolbox, sink)
                     if self.episodic is not None:
                         self.episodic.after_turn(session)
                     record_turn(message.platform, result, set(toolbox.registry.names()))

@@ -362,6 +362,7 @@ class FakeOpenAI:
     host: str = "127.0.0.1"
     port: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)  # time.monotonic() of each request
     request_headers: list[dict[str, str]] = field(default_factory=list)
     script: deque[Step] = field(default_factory=deque)
     embedding_requests: list[dict[str, Any]] = field(default_factory=list)
@@ -386,6 +387,7 @@ class FakeOpenAI:
     def reset(self) -> None:
         """Forget recorded requests and pending steps."""
         self.requests.clear()
+        self.arrivals.clear()
         self.request_headers.clear()
         self.rejections.clear()
         self.script.clear()
@@ -409,6 +411,7 @@ class FakeOpenAI:
             app.router.add_post(f"{prefix}/chat/completions", self._chat)
             app.router.add_get(f"{prefix}/models", self._models)
             app.router.add_post(f"{prefix}/embeddings", self._embeddings)
+        app.router.add_get("/_fake/chats", self._dump_chats)
         # handler_cancellation: a client that gives up (timeout) cancels a hanging handler.
         self._runner = web.AppRunner(
             app, handler_cancellation=True, access_log=None, shutdown_timeout=0.5
@@ -530,6 +533,22 @@ class FakeOpenAI:
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
         return web.json_response({"object": "list", "data": data})
 
+    async def _dump_chats(self, request: web.Request) -> web.Response:
+        """When each chat request arrived and its last user message (for benchmarks running the
+        fake in another process; CLOCK_MONOTONIC compares across processes on Linux)."""
+        since = int(request.query.get("since", "0"))
+        rows = []
+        for at, body in zip(self.arrivals[since:], self.requests[since:], strict=True):
+            messages = body.get("messages") if isinstance(body, dict) else None
+            said = [
+                m.get("content")
+                for m in (messages if isinstance(messages, list) else [])
+                if isinstance(m, dict) and m.get("role") == "user"
+            ]
+            last = said[-1] if said and isinstance(said[-1], str) else ""
+            rows.append({"at": at, "user": last[:200]})
+        return web.json_response(rows)
+
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         try:
@@ -537,6 +556,7 @@ class FakeOpenAI:
         except ValueError:
             return self._error(Status(400, message="We could not parse the JSON body."), None)
         self.requests.append(body)
+        self.arrivals.append(time.monotonic())
         self.request_headers.append(dict(request.headers))
         denied = self._authorized(request)
         if denied is not None:

@@ -1,0 +1,154 @@
+"""Episodic indexing yields to the turns this process runs (bot.activity, the indexer's
+`yield_to`): a session waits for a moment without turns, or its `max_lag`, whichever comes
+first; `idle()` skips the wait. Real SQLite store and index; the app-level case runs real turns
+on FakeOpenAI.
+
+"Not indexed while the turn ran" is checked by a poller that notes when the checkpoint first
+moved, compared with when the turn ended: an indexer that did not wait moves it within
+milliseconds, long before."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from bot.activity import TurnActivity
+from bot.memory.episodic.indexer import Indexer
+from bot.stores.memory_index import MemoryIndex
+from tests.conftest import MakeApp
+from tests.fakes.openai_server import FakeOpenAI, Hang
+from tests.helpers import CollectingSink, until
+from tests.memory import test_episodic
+from tests.memory.test_episodic import ALICE, CHANNEL, Parts, said
+from tests.memory.test_recall_in_turns import msg
+
+POLL = 0.01
+parts = test_episodic.parts  # real SQLite store and index in tmp_path
+
+
+async def first_indexed(index: MemoryIndex, session: str, timeout: float = 20.0) -> float:
+    """time.monotonic() when the session's checkpoint first moved (polled every POLL s)."""
+    deadline = time.monotonic() + timeout
+    while await index.get_checkpoint(session) == 0:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{session} was never indexed")
+        await asyncio.sleep(POLL)
+    return time.monotonic()
+
+
+async def test_turn_activity_counts_turns_and_waits_for_a_quiet_moment() -> None:
+    activity = TurnActivity()
+    assert activity.running == 0 and await activity.quiet(0)
+    with activity.turn():
+        with activity.turn():
+            assert activity.running == 2
+        assert activity.running == 1
+        assert not await activity.quiet(0.05)  # a turn still runs: the time runs out
+        waiting = asyncio.create_task(activity.quiet(10))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+    assert await asyncio.wait_for(waiting, 5)
+    assert activity.running == 0
+
+
+async def test_a_turn_that_fails_still_ends() -> None:
+    activity = TurnActivity()
+    with pytest.raises(RuntimeError), activity.turn():
+        raise RuntimeError("the turn failed")
+    assert activity.running == 0 and await activity.quiet(0)
+
+
+async def test_indexing_waits_until_the_running_turn_ends(parts: Parts) -> None:
+    activity = TurnActivity()
+    indexer = Indexer(parts.store, parts.index, None)
+    indexer.yield_to(activity, max_lag=60)
+    await parts.store.append(CHANNEL, [said("We ship the Lisbon order on Friday", ALICE, "t1")])
+    with activity.turn():
+        indexer.enqueue(CHANNEL)
+        seen = asyncio.create_task(first_indexed(parts.index, CHANNEL.id))
+        await asyncio.sleep(0.5)  # the turn runs on
+        ended = time.monotonic()
+    assert await seen >= ended
+    assert await indexer.idle(5)
+    await indexer.close()
+
+
+async def test_indexing_waits_no_longer_than_its_max_lag(parts: Parts) -> None:
+    activity = TurnActivity()
+    indexer = Indexer(parts.store, parts.index, None)
+    indexer.yield_to(activity, max_lag=0.4)
+    await parts.store.append(CHANNEL, [said("We ship the Lisbon order on Friday", ALICE, "t1")])
+    with activity.turn():  # turns never stop
+        queued = time.monotonic()
+        indexer.enqueue(CHANNEL)
+        indexed = await first_indexed(parts.index, CHANNEL.id)
+        assert indexed - queued >= 0.4
+        assert activity.running == 1
+    await indexer.close()
+
+
+async def test_idle_indexes_now_even_while_turns_run(parts: Parts) -> None:
+    """Erasure and shutdown wait in `idle()`: they must not wait out the lag."""
+    activity = TurnActivity()
+    indexer = Indexer(parts.store, parts.index, None)
+    indexer.yield_to(activity, max_lag=600)
+    await parts.store.append(CHANNEL, [said("We ship the Lisbon order on Friday", ALICE, "t1")])
+    with activity.turn():
+        indexer.enqueue(CHANNEL)
+        await asyncio.sleep(0.05)  # the worker is waiting for a quiet moment by now
+        assert await indexer.idle(5)
+        assert await parts.index.get_checkpoint(CHANNEL.id) == 1
+        # The next session queued while turns run waits again.
+        await parts.store.append(CHANNEL, [said("Pallets confirmed", ALICE, "t2")])
+        indexer.enqueue(CHANNEL)
+        seen = asyncio.create_task(first_past(parts.index, CHANNEL.id, 1))
+        await asyncio.sleep(0.3)
+        ended = time.monotonic()
+    assert await seen >= ended
+    await indexer.close()
+
+
+async def first_past(index: MemoryIndex, session: str, seq: int, timeout: float = 20.0) -> float:
+    deadline = time.monotonic() + timeout
+    while await index.get_checkpoint(session) <= seq:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{session} was never indexed past {seq}")
+        await asyncio.sleep(POLL)
+    return time.monotonic()
+
+
+async def test_a_closed_indexer_stops_waiting(parts: Parts) -> None:
+    activity = TurnActivity()
+    indexer = Indexer(parts.store, parts.index, None)
+    indexer.yield_to(activity, max_lag=600)
+    await parts.store.append(CHANNEL, [said("We ship the Lisbon order on Friday", ALICE, "t1")])
+    with activity.turn():
+        indexer.enqueue(CHANNEL)
+        await asyncio.sleep(0.05)
+        await asyncio.wait_for(indexer.close(), 5)
+    assert await parts.index.get_checkpoint(CHANNEL.id) == 0  # left for recover() at start
+
+
+async def test_the_app_indexes_a_finished_turn_once_its_other_turns_end(
+    make_app: MakeApp, fake_openai: FakeOpenAI
+) -> None:
+    app = await make_app(episodic=True)
+    assert app.episodic is not None
+    fake_openai.push(Hang(1.5))  # the first turn's model answers slowly
+    slow_sink = CollectingSink()
+    slow = asyncio.create_task(
+        app.handle_message(msg("Plan the Lisbon shipment", user="UA", channel="CSLOW"), slow_sink)
+    )
+    await until(lambda: fake_openai.requests, what="the slow turn at its model call")
+    quick = msg("We ship the Lisbon order on Friday", user="UB", channel="CQUICK")
+    quick_sink = CollectingSink()
+    await app.handle_message(quick, quick_sink)
+    assert quick_sink.final and not quick_sink.error
+    seen = asyncio.create_task(first_indexed(app.episodic.index, quick.session.id))
+    await slow
+    ended = time.monotonic()
+    assert slow_sink.final and not slow_sink.error
+    assert await seen >= ended
+    assert app.activity.running == 0
