@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from adapters.slack.config import SlackConfig as SlackConfigDefaults  # noqa: E402
+from bench.speed import reference_ms  # noqa: E402
 from bot.inbox import InboxWorker, ServesInbox  # noqa: E402
 
 SECRET = "bench-signing-secret"
@@ -546,6 +547,7 @@ async def _measure(
         await asyncio.gather(*(post(c, i, r) for c, i, r in jobs))
 
     metrics_urls = [f"{u}/metrics" for u in urls]
+    speed_before = reference_ms()
     buckets_before = await _ack_buckets(http, metrics_urls)
     cpu_before = (
         [_cpu_seconds(p) for p in bot_pids],
@@ -575,6 +577,7 @@ async def _measure(
     driver_cpu = time.process_time() - cpu_before[2]
     store_cpu = sum(_cpu_seconds(p) for p in store_pids) - cpu_before[3]
     buckets_after = await _ack_buckets(http, metrics_urls)
+    speed_after = reference_ms()
     peak = max(_peak_rss_mb(pid)[1] for pid in bot_pids)
 
     async with http.get(openai_url.removesuffix("/v1") + "/_fake/chats") as resp:
@@ -582,6 +585,7 @@ async def _measure(
     result = _tally(args, events, sent_at, calls, _asked_at(chats), started)
     result.update(
         retried=len(retried),
+        speed=(speed_before, speed_after),
         processes=len(bot_pids),
         acks=acks,
         non_200=sum(s != 200 for s in statuses),
@@ -811,6 +815,13 @@ def _figures(args: argparse.Namespace, r: dict[str, Any]) -> list[dict[str, Any]
             r["lost"] == 0 and r["duplicated"] == 0,
         ),
         figure("bot peak RSS, largest process", NO_TARGET, r["peak"], "MiB", None),
+        figure(
+            "machine speed: bench.speed reference workload, after the run",
+            NO_TARGET,
+            r["speed"][1],
+            "ms CPU",
+            None,
+        ),
     ]
     if r["store_cpu"] is not None and answered:
         # Not the bot's: shown so a slow shared figure can be read for what it is.
@@ -872,6 +883,10 @@ def _report(args: argparse.Namespace, r: dict[str, Any]) -> None:
     print(
         f"                        {settled:6.2f} ms with the background work the turns left "
         f"(memory indexing; target ≤ {CPU_PER_MENTION_MS:g} ms; {r['settled_cpu']:.2f} s)"
+    )
+    print(
+        f"  machine speed         reference workload {r['speed'][0]:.1f} ms before the run, "
+        f"{r['speed'][1]:.1f} ms after (bench/speed.py; CPU figures scale with it)"
     )
     mongo = "" if r["store_cpu"] is None else f", mongoeco {r['store_cpu']:.2f} s"
     print(

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import NO_TARGET, fmt_measured, fmt_met, table
+from bench.speed import reference_ms
 from tests.support.shared_data import find_shared_data
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -386,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     chosen = [b for b in BENCHES if b.name in args.chosen]
     load_start, started_at, started = _load(), datetime.now(UTC), time.monotonic()
+    speed_start = reference_ms()
     print(
         f"python -m bench: {len(chosen)} bench(es){' (quick)' if args.quick else ''}, "
         f"load average {load_start[0]} on {os.cpu_count()} CPUs; logs in {logs}",
@@ -399,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         detail = f": {outcome.reason}" if outcome.reason else ""
         print(f"{outcome.status} ({outcome.seconds:.1f} s){detail}", flush=True)
     load_end = _load()
+    speed_end = reference_ms()
     result = {
         "started": started_at.isoformat(timespec="seconds"),
         "seconds": round(time.monotonic() - started, 1),
@@ -409,6 +412,9 @@ def main(argv: list[str] | None = None) -> int:
             "python": platform.python_version(),
             "load_average_start": load_start,
             "load_average_end": load_end,
+            # bench.speed: CPU ms of a fixed workload (lower: faster); CPU figures scale with it
+            "reference_ms_start": round(speed_start, 1),
+            "reference_ms_end": round(speed_end, 1),
         },
         "benches": [o.as_dict() for o in outcomes],
     }
@@ -417,7 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     print(table(_rows(outcomes), ["bench", "figure", "target", "measured", "met"], 70))
     print(
         f"\nload average (1/5/15 min): start {'/'.join(map(str, load_start))}, end "
-        f"{'/'.join(map(str, load_end))} on {os.cpu_count()} CPUs. Latency and throughput figures "
+        f"{'/'.join(map(str, load_end))} on {os.cpu_count()} CPUs; machine speed (bench/speed.py, "
+        f"lower is faster) {speed_start:.1f} ms at the start, {speed_end:.1f} ms at the end: "
+        "CPU figures scale with it. Latency and throughput figures "
         "taken on a loaded, shared machine mean little (CPU per mention much less); compare runs "
         "on a quiet one."
     )

@@ -36,6 +36,7 @@ def test_one_cheap_bench_prints_the_table_and_writes_json(tmp_path: Path) -> Non
     assert result["quick"] is True
     machine = result["machine"]
     assert len(machine["load_average_start"]) == 3 and len(machine["load_average_end"]) == 3
+    assert machine["reference_ms_start"] > 0 and machine["reference_ms_end"] > 0
     [bench] = result["benches"]
     assert bench["bench"] == "executor" and bench["status"] == "ok", bench
     assert len(bench["figures"]) == 3  # batches of 1, 8 and 64 calls
