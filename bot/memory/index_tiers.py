@@ -3,7 +3,8 @@
 - Consolidated episodic memories become index entries of kind "memory" (deterministic ids, so a
   resumed run never writes one twice), scoped like the messages they came from: the session's
   place, the people who posted in them, private when any of them was said in a private place.
-- `/memory forget all` deletes every entry the person took part in, with its vector. Entries
+- `/memory forget all` deletes every entry the person took part in, with its vector, after the
+  indexing under way has written what it read (`settle`). Entries
   shared with others are dropped, not regenerated without them (a memory or excerpt mixes
   everyone's words and cannot be edited reliably); the others' messages stay in the store.
 """
@@ -25,14 +26,24 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 AddEntries = Callable[[Sequence[MemoryEntry]], Awaitable[int]]
+Settle = Callable[[float], Awaitable[bool]]  # wait (at most so many seconds) for queued indexing
+SETTLE_SECONDS = 10.0
 
 
 class IndexMemories:
     """`MemorySink` (consolidation) and `MemoryTiers` (erasure) over one memory index."""
 
-    def __init__(self, index: MemoryIndex, add: AddEntries | None = None) -> None:
+    def __init__(
+        self,
+        index: MemoryIndex,
+        add: AddEntries | None = None,
+        settle: Settle | None = None,
+    ) -> None:
         self.index = index
         self.add = add or index.add  # the episodic indexer's add_entries embeds them first
+        # The episodic indexer's `idle`: an indexing that read the person's messages before
+        # the erasure deleted them writes its entries before they are erased, not after.
+        self.settle = settle
 
     async def write_memories(
         self, session: SessionKey, pending: PendingConsolidation, ids: list[str]
@@ -55,6 +66,8 @@ class IndexMemories:
         return await self.add(entries)
 
     async def erase_person(self, person: PersonKey) -> int:
+        if self.settle is not None:
+            await self.settle(SETTLE_SECONDS)
         return await self.index.delete_person(person)
 
     async def compact(self) -> None:

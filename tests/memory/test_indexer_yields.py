@@ -11,17 +11,25 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 
+import numpy as np
 import pytest
 
 from bot.activity import TurnActivity
+from bot.embeddings.base import Vectors, normalise
+from bot.keys import SessionKey
 from bot.memory.episodic.indexer import Indexer
+from bot.memory.episodic.service import EpisodicMemory
+from bot.memory.erasure import Eraser
+from bot.memory.index_tiers import IndexMemories
 from bot.stores.memory_index import MemoryIndex
+from bot.tokens import TokenCounter
 from tests.conftest import MakeApp
 from tests.fakes.openai_server import FakeOpenAI, Hang
 from tests.helpers import CollectingSink, until
 from tests.memory import test_episodic
-from tests.memory.test_episodic import ALICE, CHANNEL, Parts, said
+from tests.memory.test_episodic import ALICE, CHANNEL, SCOPE, Parts, said
 from tests.memory.test_recall_in_turns import msg
 
 POLL = 0.01
@@ -152,3 +160,83 @@ async def test_the_app_indexes_a_finished_turn_once_its_other_turns_end(
     assert slow_sink.final and not slow_sink.error
     assert await seen >= ended
     assert app.activity.running == 0
+
+
+class SlowEmbedder:
+    """An embedder that takes `delay` seconds a call (as a remote one may): it holds an
+    indexing pass between its read of the messages and its write of the entries."""
+
+    name = "slow-test"
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.calls = 0
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        self.calls += 1
+        await asyncio.sleep(self.delay)
+        return normalise(np.ones((len(texts), 4)))
+
+    async def close(self) -> None:
+        pass
+
+
+def place(n: int) -> SessionKey:
+    return SessionKey("slack", "T1", f"C{n}", "1700.1")
+
+
+async def test_the_catch_up_at_start_yields_to_turns_too(parts: Parts) -> None:
+    """Sessions a crash left unindexed are indexed at quiet moments, not all at once while
+    the events missed meanwhile are being answered."""
+    backlog = [place(n) for n in range(4)]
+    for n, key in enumerate(backlog):
+        await parts.store.append(key, [said(f"Backlog message {n}", ALICE, f"t{n}")])
+    embedder = SlowEmbedder(0.2)
+    memory = EpisodicMemory(parts.store, parts.index, embedder, TokenCounter("gpt-4o-mini"))
+    activity = TurnActivity()
+    memory.indexer.yield_to(activity, max_lag=60)
+    with activity.turn():
+        await memory.start()
+        await until(lambda: memory.indexer._queued, what="the backlog queued")
+        await asyncio.sleep(0.8)  # the turn runs on
+        indexed = [k for k in backlog if await parts.index.get_checkpoint(k.id) > 0]
+        assert indexed == [] and embedder.calls == 0
+    assert await memory.idle(10)
+    assert [await parts.index.get_checkpoint(k.id) for k in backlog] == [1, 1, 1, 1]
+    await memory.close(drain=10)
+
+
+async def test_close_while_waiting_leaves_no_task_behind(parts: Parts) -> None:
+    activity = TurnActivity()
+    indexer = Indexer(parts.store, parts.index, None)
+    indexer.yield_to(activity, max_lag=600)
+    await parts.store.append(CHANNEL, [said("We ship the Lisbon order on Friday", ALICE, "t1")])
+    with activity.turn():
+        indexer.enqueue(CHANNEL)
+        await until(lambda: len(asyncio.all_tasks()) > 2, what="the indexer waiting")
+        await indexer.close()
+        left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    assert left == []
+
+
+async def test_erasure_waits_for_the_indexing_that_read_the_persons_words(parts: Parts) -> None:
+    """An indexing pass that read Alice's message before `/memory forget all` deleted it must
+    not write her entry back after the erasure (the tier settles the indexer first)."""
+    await parts.store.append(CHANNEL, [said("My flat is at Rua Augusta 12", ALICE, "t1")])
+    embedder = SlowEmbedder(0.5)
+    indexer = Indexer(parts.store, parts.index, embedder)
+    indexer.enqueue(CHANNEL)
+    await until(lambda: embedder.calls == 1, what="the indexer embedding her entry")
+    eraser = Eraser(parts.store, tiers=[IndexMemories(parts.index, settle=indexer.idle)])
+    await eraser.forget_all(ALICE)
+    assert await indexer.idle(5)
+    entries = (await parts.index.changes(SCOPE)).entries
+    await indexer.close()
+    assert [e.text for e in entries if ALICE.id in e.people] == []
+
+
+async def test_the_apps_erasure_settles_its_indexer_first(make_app: MakeApp) -> None:
+    app = await make_app(episodic=True)
+    assert app.episodic is not None
+    tiers = [t for t in app.commands.eraser.tiers if isinstance(t, IndexMemories)]
+    assert [t.settle for t in tiers] == [app.episodic.indexer.idle]

@@ -104,10 +104,11 @@ class Indexer:
             log.info("episodic_recover", extra={"fields": {"sessions": len(behind)}})
         return len(behind)
 
-    async def idle(self, timeout: float | None = None) -> bool:
-        """Wait until the queue is empty (erasure, shutdown, tests, benchmarks), indexing what is
-        queued now rather than at a quiet moment. False on timeout."""
-        if not self._idle.is_set():
+    async def idle(self, timeout: float | None = None, *, hurry: bool = True) -> bool:
+        """Wait until the queue is empty (erasure, shutdown, tests, benchmarks). `hurry`: index
+        what is queued now rather than at quiet moments (False: the catch-up at start, which
+        only waits to re-embed after it). False on timeout."""
+        if hurry and not self._idle.is_set():
             self._hurry.set()
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
@@ -155,6 +156,8 @@ class Indexer:
         finally:
             for wait in waits:
                 wait.cancel()
+            # Wait for them to end, so nothing of the indexer outlives `close()`.
+            await asyncio.gather(*waits, return_exceptions=True)
 
     def _retry_later(self, sid: str) -> None:
         loop = asyncio.get_running_loop()

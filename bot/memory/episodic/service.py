@@ -89,7 +89,7 @@ class EpisodicMemory:
     async def _catch_up(self) -> None:
         try:
             await self.indexer.recover()
-            await self.indexer.idle()
+            await self.indexer.idle(hurry=False)  # the backlog yields to turns like any work
             await self.indexer.reembed()
         except StoreUnavailable:
             log.warning("episodic_catch_up_unavailable")
