@@ -212,3 +212,33 @@ async def test_a_handler_that_asks_to_retry_later_gets_the_entry_again(
     assert tries == [1, 2]
     await until(lambda: worker.in_flight == 0, what="done")
     assert (await boxes[0].stats(KIND)).depth == 0  # done after the second run, not before
+
+
+async def test_a_stop_that_lands_while_an_event_is_put_hands_that_entry_back(
+    tmp_path: Path,
+) -> None:
+    """SQLite takes the entry it puts (`put_and_take`): when the worker stops while that put is
+    on its way, the entry it was handed goes back for another worker at once, never run here."""
+    stores = [await SqliteStore.open(tmp_path / "bot.db") for _ in "ab"]
+    # A claim time of 30 s: only a hand-back lets the other worker take the entry quickly.
+    boxes = [await SqliteInbox.open(s.worker, claim_after=30) for s in stores]
+    here, other = Recorder(), Recorder()
+    first = InboxWorker(boxes[0], first_delivery=never_seen, claim_after=30)
+    second = InboxWorker(boxes[1], first_delivery=never_seen, claim_after=30)
+    try:
+        first.serve(KIND, here)
+        putting = asyncio.create_task(first.put(item("s1", 1)))
+        await asyncio.sleep(0)  # the put is waiting for its transaction
+        assert not putting.done()
+        stopping = asyncio.create_task(first.stop(0.1))
+        await asyncio.sleep(0)  # `stop` has begun: the worker is stopping
+        assert await putting  # stored
+        await stopping
+        second.serve(KIND, other)
+        await until(lambda: len(other.runs) == 1, timeout=10, what="taken by the other")
+        assert here.runs == [] and first.in_flight == 0
+    finally:
+        await second.stop(0.5)
+        await first.stop(0.1)
+        for store in stores:
+            await store.close()
