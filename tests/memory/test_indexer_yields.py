@@ -36,14 +36,25 @@ POLL = 0.01
 parts = test_episodic.parts  # real SQLite store and index in tmp_path
 
 
-async def first_indexed(index: MemoryIndex, session: str, timeout: float = 20.0) -> float:
-    """time.monotonic() when the session's checkpoint first moved (polled every POLL s)."""
+async def first_past(
+    index: MemoryIndex, session: str, seq: int = 0, timeout: float = 20.0
+) -> float:
+    """time.monotonic() when the session's checkpoint first passed `seq` (polled every POLL s)."""
     deadline = time.monotonic() + timeout
-    while await index.get_checkpoint(session) == 0:
+    while await index.get_checkpoint(session) <= seq:
         if time.monotonic() > deadline:
-            raise AssertionError(f"{session} was never indexed")
+            raise AssertionError(f"{session} was never indexed past {seq}")
         await asyncio.sleep(POLL)
     return time.monotonic()
+
+
+async def yielding(parts: Parts, *, max_lag: float) -> tuple[TurnActivity, Indexer]:
+    """An indexer yielding to a fresh activity, and one message of Alice's to index."""
+    activity = TurnActivity()
+    indexer = Indexer(parts.store, parts.index, None)
+    indexer.yield_to(activity, max_lag=max_lag)
+    await parts.store.append(CHANNEL, [said("We ship the Lisbon order on Friday", ALICE, "t1")])
+    return activity, indexer
 
 
 async def test_turn_activity_counts_turns_and_waits_for_a_quiet_moment() -> None:
@@ -69,13 +80,10 @@ async def test_a_turn_that_fails_still_ends() -> None:
 
 
 async def test_indexing_waits_until_the_running_turn_ends(parts: Parts) -> None:
-    activity = TurnActivity()
-    indexer = Indexer(parts.store, parts.index, None)
-    indexer.yield_to(activity, max_lag=60)
-    await parts.store.append(CHANNEL, [said("We ship the Lisbon order on Friday", ALICE, "t1")])
+    activity, indexer = await yielding(parts, max_lag=60)
     with activity.turn():
         indexer.enqueue(CHANNEL)
-        seen = asyncio.create_task(first_indexed(parts.index, CHANNEL.id))
+        seen = asyncio.create_task(first_past(parts.index, CHANNEL.id))
         await asyncio.sleep(0.5)  # the turn runs on
         ended = time.monotonic()
     assert await seen >= ended
@@ -84,14 +92,11 @@ async def test_indexing_waits_until_the_running_turn_ends(parts: Parts) -> None:
 
 
 async def test_indexing_waits_no_longer_than_its_max_lag(parts: Parts) -> None:
-    activity = TurnActivity()
-    indexer = Indexer(parts.store, parts.index, None)
-    indexer.yield_to(activity, max_lag=0.4)
-    await parts.store.append(CHANNEL, [said("We ship the Lisbon order on Friday", ALICE, "t1")])
+    activity, indexer = await yielding(parts, max_lag=0.4)
     with activity.turn():  # turns never stop
         queued = time.monotonic()
         indexer.enqueue(CHANNEL)
-        indexed = await first_indexed(parts.index, CHANNEL.id)
+        indexed = await first_past(parts.index, CHANNEL.id)
         assert indexed - queued >= 0.4
         assert activity.running == 1
     await indexer.close()
@@ -99,10 +104,7 @@ async def test_indexing_waits_no_longer_than_its_max_lag(parts: Parts) -> None:
 
 async def test_idle_indexes_now_even_while_turns_run(parts: Parts) -> None:
     """Erasure and shutdown wait in `idle()`: they must not wait out the lag."""
-    activity = TurnActivity()
-    indexer = Indexer(parts.store, parts.index, None)
-    indexer.yield_to(activity, max_lag=600)
-    await parts.store.append(CHANNEL, [said("We ship the Lisbon order on Friday", ALICE, "t1")])
+    activity, indexer = await yielding(parts, max_lag=600)
     with activity.turn():
         indexer.enqueue(CHANNEL)
         await asyncio.sleep(0.05)  # the worker is waiting for a quiet moment by now
@@ -116,27 +118,6 @@ async def test_idle_indexes_now_even_while_turns_run(parts: Parts) -> None:
         ended = time.monotonic()
     assert await seen >= ended
     await indexer.close()
-
-
-async def first_past(index: MemoryIndex, session: str, seq: int, timeout: float = 20.0) -> float:
-    deadline = time.monotonic() + timeout
-    while await index.get_checkpoint(session) <= seq:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{session} was never indexed past {seq}")
-        await asyncio.sleep(POLL)
-    return time.monotonic()
-
-
-async def test_a_closed_indexer_stops_waiting(parts: Parts) -> None:
-    activity = TurnActivity()
-    indexer = Indexer(parts.store, parts.index, None)
-    indexer.yield_to(activity, max_lag=600)
-    await parts.store.append(CHANNEL, [said("We ship the Lisbon order on Friday", ALICE, "t1")])
-    with activity.turn():
-        indexer.enqueue(CHANNEL)
-        await asyncio.sleep(0.05)
-        await asyncio.wait_for(indexer.close(), 5)
-    assert await parts.index.get_checkpoint(CHANNEL.id) == 0  # left for recover() at start
 
 
 async def test_the_app_indexes_a_finished_turn_once_its_other_turns_end(
@@ -154,7 +135,7 @@ async def test_the_app_indexes_a_finished_turn_once_its_other_turns_end(
     quick_sink = CollectingSink()
     await app.handle_message(quick, quick_sink)
     assert quick_sink.final and not quick_sink.error
-    seen = asyncio.create_task(first_indexed(app.episodic.index, quick.session.id))
+    seen = asyncio.create_task(first_past(app.episodic.index, quick.session.id))
     await slow
     ended = time.monotonic()
     assert slow_sink.final and not slow_sink.error
@@ -206,17 +187,17 @@ async def test_the_catch_up_at_start_yields_to_turns_too(parts: Parts) -> None:
     await memory.close(drain=10)
 
 
-async def test_close_while_waiting_leaves_no_task_behind(parts: Parts) -> None:
-    activity = TurnActivity()
-    indexer = Indexer(parts.store, parts.index, None)
-    indexer.yield_to(activity, max_lag=600)
-    await parts.store.append(CHANNEL, [said("We ship the Lisbon order on Friday", ALICE, "t1")])
+async def test_close_while_waiting_stops_the_wait_and_leaves_no_task_behind(
+    parts: Parts,
+) -> None:
+    activity, indexer = await yielding(parts, max_lag=600)
     with activity.turn():
         indexer.enqueue(CHANNEL)
         await until(lambda: len(asyncio.all_tasks()) > 2, what="the indexer waiting")
-        await indexer.close()
+        await asyncio.wait_for(indexer.close(), 5)
         left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     assert left == []
+    assert await parts.index.get_checkpoint(CHANNEL.id) == 0  # left for recover() at start
 
 
 async def test_erasure_waits_for_the_indexing_that_read_the_persons_words(parts: Parts) -> None:
