@@ -351,16 +351,21 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[index]
 
 
+def _channel(prefix: str, i: int) -> str:
+    """Mention i of a run ("W" warm-up, "B" measured) is the only one in its channel."""
+    return f"C{prefix}{i:05d}"
+
+
 def _question(prefix: str, i: int) -> str:
     """The mention's words: the model request carrying them is matched to its channel."""
     return f"question number {prefix}{i}"
 
 
-QUESTION = re.compile(r"question number ([A-Z]+\d+)")
+QUESTION = re.compile(r"question number ([A-Z])(\d+)")
 
 
 def _event(i: int, prefix: str) -> tuple[str, str, dict[str, Any]]:
-    channel, ts = f"C{prefix}{i:05d}", f"{int(time.time())}.{i:06d}"
+    channel, ts = _channel(prefix, i), f"{int(time.time())}.{i:06d}"
     event = {
         "type": "app_mention",
         "user": "U1",
@@ -668,8 +673,7 @@ def _asked_at(chats: list[dict[str, Any]]) -> dict[str, float]:
     for chat in chats:
         found = QUESTION.search(str(chat.get("user") or ""))
         if found:
-            word = found.group(1)
-            channel = f"C{word[0]}{int(word[1:]):05d}"
+            channel = _channel(found.group(1), int(found.group(2)))
             asked.setdefault(channel, float(chat["at"]))
     return asked
 

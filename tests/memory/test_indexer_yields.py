@@ -48,6 +48,12 @@ async def first_past(
     return time.monotonic()
 
 
+def waiting() -> bool:
+    """The indexer's worker waits: besides this test's task, the worker and its two waits
+    (a quiet moment, a hurry) are running."""
+    return len(asyncio.all_tasks()) >= 4
+
+
 async def yielding(parts: Parts, *, max_lag: float) -> tuple[TurnActivity, Indexer]:
     """An indexer yielding to a fresh activity, and one message of Alice's to index."""
     activity = TurnActivity()
@@ -65,10 +71,10 @@ async def test_turn_activity_counts_turns_and_waits_for_a_quiet_moment() -> None
             assert activity.running == 2
         assert activity.running == 1
         assert not await activity.quiet(0.05)  # a turn still runs: the time runs out
-        waiting = asyncio.create_task(activity.quiet(10))
+        quiet_wait = asyncio.create_task(activity.quiet(10))
         await asyncio.sleep(0)
-        assert not waiting.done()
-    assert await asyncio.wait_for(waiting, 5)
+        assert not quiet_wait.done()
+    assert await asyncio.wait_for(quiet_wait, 5)
     assert activity.running == 0
 
 
@@ -107,7 +113,7 @@ async def test_idle_indexes_now_even_while_turns_run(parts: Parts) -> None:
     activity, indexer = await yielding(parts, max_lag=600)
     with activity.turn():
         indexer.enqueue(CHANNEL)
-        await asyncio.sleep(0.05)  # the worker is waiting for a quiet moment by now
+        await until(waiting, what="the indexer waiting for a quiet moment")
         assert await indexer.idle(5)
         assert await parts.index.get_checkpoint(CHANNEL.id) == 1
         # The next session queued while turns run waits again.
@@ -193,7 +199,7 @@ async def test_close_while_waiting_stops_the_wait_and_leaves_no_task_behind(
     activity, indexer = await yielding(parts, max_lag=600)
     with activity.turn():
         indexer.enqueue(CHANNEL)
-        await until(lambda: len(asyncio.all_tasks()) > 2, what="the indexer waiting")
+        await until(waiting, what="the indexer waiting for a quiet moment")
         await asyncio.wait_for(indexer.close(), 5)
         left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     assert left == []

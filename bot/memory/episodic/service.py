@@ -28,7 +28,7 @@ from pathlib import Path
 
 from bot.embeddings.base import Embedder
 from bot.embeddings.factory import open_embedder
-from bot.keys import PersonKey, SessionKey
+from bot.keys import SessionKey
 from bot.memory.episodic.indexer import Indexer
 from bot.memory.episodic.retrieval import Retriever
 from bot.memory.render import RECALLED_IDS
@@ -146,18 +146,6 @@ class EpisodicMemory:
         if len(lines) == 1:
             return Recalled()
         return Recalled("\n".join(lines), people, ids)
-
-    async def forget_person(self, person: PersonKey) -> int:
-        """Erase the entries drawn from this person's words (after queued indexing, so none
-        is written back), and make them unrecoverable from the files. Returns the count.
-
-        Memories recalled into other people's turns are kept in those messages' `meta`
-        (`recalled`, `recalled_from` names whose words they are) for the erasure of every tier
-        to clean."""
-        await self.indexer.idle(10.0)
-        erased = await self.index.delete_person(person)
-        await self.index.compact()
-        return erased
 
     async def idle(self, timeout: float | None = None) -> bool:
         return await self.indexer.idle(timeout)
