@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from bot.audience import Audience
 from bot.keys import PersonKey, SessionKey
 
 
@@ -67,6 +68,14 @@ class IncomingMessage:
     @property
     def person(self) -> PersonKey:
         return PersonKey(self.platform, self.team, self.user)
+
+    @property
+    def audience(self) -> Audience:
+        """Who reads a reply here (`bot.audience`): what the bot remembers from this message
+        carries it, and what it uses here must fit it."""
+        return Audience.of_place(
+            self.platform, self.team, self.channel, is_dm=self.is_dm, is_private=self.is_private
+        )
 
 
 class ReplySink(Protocol):

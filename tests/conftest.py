@@ -28,6 +28,14 @@ from tests.support.fixtures import (  # noqa: E402
 
 __all__ = ["mongo_uri", "mongoeco_uri", "redis_prefix", "redis_proxy", "redis_url"]
 
+# Tests that count tokens with tiktoken itself (an oracle independent of `bot.tokens`) call
+# `tiktoken.get_encoding` at import, before any TokenCounter seeded tiktoken's cache from the
+# packaged rank files: seed it first, or a fresh offline machine fails at collection.
+from bot.tokens import get_encoding  # noqa: E402
+
+get_encoding("gpt-4o-mini")  # o200k_base
+get_encoding("gpt-4")  # cl100k_base
+
 MakeApp = Callable[..., Awaitable[BotApp]]
 
 

@@ -42,6 +42,7 @@ from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.stores import codec
 from bot.stores.installations import check_oauth_state
 from bot.stores.leases import MongoLeases
+from bot.stores.mongo_edits import MongoEdits
 from bot.stores.mongo_facts import MongoFacts
 from bot.stores.protocols import StoreUnavailable
 from bot.stores.records import (
@@ -92,7 +93,7 @@ def _doc(record: Any) -> Doc:
     return doc
 
 
-class MongoStore(MongoFacts, MongoLeases, MongoRetention):
+class MongoStore(MongoFacts, MongoLeases, MongoRetention, MongoEdits):
     """`Store` over one MongoDB database; `await MongoStore.open(uri, db)` or wrap a client.
     Facts: see `bot.stores.mongo_facts`."""
 
@@ -145,6 +146,7 @@ class MongoStore(MongoFacts, MongoLeases, MongoRetention):
             await self._messages.create_index([("speaker", ASCENDING), ("session", ASCENDING)])
             await self._states.create_index("session", unique=True)
             await self.ensure_fact_indexes()
+            await self.ensure_edit_indexes()
             await self._installs.create_index(
                 [("team", ASCENDING), ("pack", ASCENDING)], unique=True
             )

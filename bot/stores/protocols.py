@@ -190,6 +190,41 @@ class ToolCallLogStore(Protocol):
     async def delete_speaker_calls(self, person: PersonKey) -> int: ...
 
 
+class MessageEditStore(Protocol):
+    """Rewrites of stored messages and tool-call logs, for erasure (`/memory forget`, a
+    platform delete or edit): find a platform message, page through a team's records, rewrite
+    or delete them. Never used on the reply path."""
+
+    async def team_messages(
+        self, team: TeamKey, *, after: tuple[str, int] = ("", 0), limit: int = 500
+    ) -> list[StoredMessage]:
+        """A page of the team's messages (every session of `team`), ordered by (session, seq),
+        strictly after the cursor (session id, seq)."""
+
+    async def rewrite_messages(self, messages: Sequence[StoredMessage]) -> int:
+        """Store these messages' `content`, `name`, `tool_calls`, `meta` and `tokens` over the
+        stored ones with the same (session, seq); the speaker, role and seq never change.
+        Returns how many were found and written."""
+
+    async def delete_messages(self, session: SessionKey, seqs: Sequence[int]) -> int:
+        """Erase these messages of the session; returns how many went."""
+
+    async def find_platform_message(
+        self, team: TeamKey, message_id: str, *, channel: str | None = None
+    ) -> list[StoredMessage]:
+        """The stored messages of `team` whose `meta.message_id` is this platform message id
+        (within `channel`, in any of its threads, when given), oldest first."""
+
+    async def team_tool_calls(self, team: TeamKey) -> list[ToolCallLog]:
+        """Every tool-call log of the team still kept (7 days), oldest first."""
+
+    async def rewrite_tool_call(self, record: ToolCallLog) -> bool:
+        """Store `arguments` over the log of the same session and call id."""
+
+    async def delete_tool_calls(self, session: SessionKey, call_ids: Sequence[str]) -> int:
+        """Erase these calls' logs in the session; returns how many went."""
+
+
 class Store(
     ConversationStore,
     SessionStateStore,
@@ -199,6 +234,7 @@ class Store(
     RetentionStore,
     ToolInstallStore,
     ToolCallLogStore,
+    MessageEditStore,
     Protocol,
 ):
     """One durable backend implements all of the above. (Slack's installation documents are

@@ -34,6 +34,7 @@ from bot.stores.records import (
     utcnow,
 )
 from bot.stores.retention import SqliteRetention
+from bot.stores.sqlite_edits import EDITS_SCHEMA, SqliteEdits
 from bot.stores.sqlite_facts import SqliteFacts, migrate_facts
 from bot.stores.sqlite_worker import SqliteWorker, transaction
 
@@ -99,7 +100,7 @@ def _messages(rows: list[tuple[str]]) -> list[StoredMessage]:
     return [codec.load_json(StoredMessage, row[0]) for row in rows]
 
 
-class SqliteStore(SqliteFacts, SqliteLeases, SqliteRetention):
+class SqliteStore(SqliteFacts, SqliteLeases, SqliteRetention, SqliteEdits):
     """`Store` over one SQLite file; open with `await SqliteStore.open(path)`. Facts: see
     `bot.stores.sqlite_facts`."""
 
@@ -115,6 +116,7 @@ class SqliteStore(SqliteFacts, SqliteLeases, SqliteRetention):
             await store._db.call(lambda conn: conn.executescript(_SCHEMA))
             await store._db.call(migrate_facts)
             await store._db.call(lambda conn: conn.executescript(LEASES_SCHEMA))
+            await store._db.call(lambda conn: conn.executescript(EDITS_SCHEMA))
         except BaseException:
             await store.close()
             raise
