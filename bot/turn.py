@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot import tracing
+from bot.audience import META_AUDIENCE
 from bot.files.intake import FileLimits
 from bot.files.prepare import FileInput, prepare_files
 from bot.files.vision import Vision
@@ -248,6 +249,7 @@ class TurnRunner:
         if files is not None:
             meta["files"] = files.records
         meta.update(message_meta(sent_at=msg.sent_at, private_place=msg.is_private or msg.is_dm))
+        meta[META_AUDIENCE] = msg.audience.id
         if recalled.text:
             meta.update(
                 {
@@ -292,6 +294,8 @@ class TurnRunner:
             speaker_name=msg.user_name,
             message_id=msg.message_id,
             message_ref=f"{session.id}#{stored_user.seq}",
+            audience=msg.audience.id,
+            said_at=msg.sent_at,
         )
         # Shared files are untrusted content from the start (bot.write_guard).
         guard = WriteGuard(msg.text, tainted=files is not None or bool(resumed))
@@ -354,7 +358,10 @@ class TurnRunner:
                         content=reply,
                         speaker=person.id,
                         turn_id=turn_id,
-                        meta={"private": True} if private else {},
+                        meta={
+                            META_AUDIENCE: ctx.audience,
+                            **({"private": True} if private else {}),
+                        },
                     )
                 ],
             )
@@ -408,6 +415,7 @@ class TurnRunner:
             speaker=ctx.speaker_id,
             turn_id=ctx.turn_id,
             tool_calls=call_dicts,
+            meta={META_AUDIENCE: ctx.audience},
         )
         await self.memory.append(session, hot, [assistant])
         current.append(
@@ -451,7 +459,7 @@ class TurnRunner:
                 name=r.name,
                 tool_call_id=r.tool_call_id,
                 from_tool=True,
-                meta={"call_id": r.call_id, "outcome": r.outcome},
+                meta={"call_id": r.call_id, "outcome": r.outcome, META_AUDIENCE: ctx.audience},
             )
             for r in records
         ]

@@ -8,6 +8,7 @@ executor's `execute()`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 Outcome = Literal[
@@ -47,6 +48,10 @@ class ToolContext:
     speaker_name: str | None = None  # display name, when the platform gave one
     message_id: str | None = None  # the platform's id of the message that started the turn
     message_ref: str = ""  # the stored message this turn answers ("<session id>#<seq>")
+    # Who reads a reply in this place (`bot.audience` id: "public", "private:<place>",
+    # "dm:<place>"); what a tool remembers from the turn carries it. "" when unknown.
+    audience: str = ""
+    said_at: datetime | None = None  # when the person said the message (None: now)
 
 
 @dataclass(slots=True)
