@@ -440,7 +440,13 @@ async def build_app(
     # One index: consolidated memories are embedded by the episodic indexer, and
     # `/memory forget all` erases the person's entries through the same tier.
     app.attach_memory_tier(
-        IndexMemories(memory.index, memory.indexer.add_entries, memory.indexer.idle), memory.index
+        IndexMemories(
+            memory.index,
+            memory.indexer.add_entries,
+            memory.indexer.idle,
+            memory.indexer.enqueue,
+        ),
+        memory.index,
     )
     await memory.start()  # indexes what a crash left unindexed, in the background
     return app

@@ -50,6 +50,12 @@ def _erased(counts: ErasureCounts) -> str:
         f"conversations (yours and my answers to them), {counts.tool_calls} tool call "
         f"record(s), {counts.memories} long-term memory(ies), and {counts.summaries} "
         "conversation summary(ies) that drew on them."
+        + (
+            f" Your words were also cut out of {counts.copies} other record(s) that quoted "
+            "them (the rest of those kept)."
+            if counts.copies
+            else ""
+        )
     )
 
 
@@ -195,12 +201,12 @@ class CommandHandler:
         """Erase the fact (and its older versions) wherever `/memory show` here lists it; None
         if it lists none. Returns " (remembered in ...)" for a fact of another scope."""
         if not spans_platform(person):
-            return "" if await self.store.delete_fact(person, fact_id) else None
+            return "" if await self.eraser.forget_fact(person, fact_id) else None
         wanted = canonical_fact_id(fact_id)
         facts = await self.store.list_user_facts(person, history=True)
         # Ids are unique per scope: the same id in two scopes (rare) is erased in both.
         scopes = sorted({f.person for f in facts if f.id == wanted})
-        erased = [s for s in scopes if await self.store.delete_fact(PersonKey.parse(s), wanted)]
+        erased = [s for s in scopes if await self.eraser.forget_fact(PersonKey.parse(s), wanted)]
         if not erased:
             return None
         places = [scope_name(s) for s in erased if s != person.id]

@@ -37,6 +37,7 @@ from bot.keys import PersonKey, SessionKey
 from bot.memory.extraction import extract
 from bot.memory.reconcile import OUTCOMES, Candidate, Reconciler
 from bot.memory.structured import JsonAsker
+from bot.memory.tombstones import buried
 from bot.model import ModelError
 from bot.stores.protocols import Store
 from bot.stores.records import PendingConsolidation, PendingMemory, SessionState, utcnow
@@ -291,7 +292,12 @@ class Consolidator:
                     person = _person(fact.person)
                 except ValueError:
                     report.outcomes["REJECT"] += 1
-                else:
+                    person = None
+                if person is not None and buried(
+                    fact.text, fact.message, await self.store.tombstones(person)
+                ):
+                    report.outcomes["REJECT"] += 1  # the person asked to forget it
+                elif person is not None:
                     decision = await self.reconciler.reconcile(
                         person,
                         Candidate(

@@ -19,22 +19,30 @@ whatever such in-flight work stored meanwhile.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
-from bot.keys import PersonKey, SessionKey
+from bot.keys import PersonKey, SessionKey, TeamKey
+from bot.memory.copies import WordCutter
+from bot.memory.render import PRIVATE_TOOLS, RECALLED, RECALLED_FROM, RECALLED_IDS, RECALLED_TOKENS
+from bot.memory.tombstones import tombstone_of
 from bot.stores import codec
+from bot.stores.ids import canonical_fact_id
 from bot.stores.protocols import Store
-from bot.stores.records import ErasureReceipt, SessionState
+from bot.stores.records import ErasureReceipt, Fact, SessionState, StoredMessage
+from bot.textfold import CUT_MARK
 
 log = logging.getLogger(__name__)
+PAGE = 500  # messages read at once when scanning a team
+TURN_WINDOW = 200  # messages after a turn's first one searched for the rest of that turn
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,7 @@ class ErasureCounts:
     tool_calls: int = 0
     summaries: int = 0
     memories: int = 0  # long-term memory index entries (with their vectors)
+    copies: int = 0  # other records that quoted the person, their words cut out (rest kept)
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,87 @@ class Eraser:
         await self._compact()
         return await self._receipt(person, counts, at, requested_by, _ms(started))
 
+    async def forget_fact(self, person: PersonKey, fact_id: str) -> bool:
+        """Erase one fact (with the older versions it replaced) and its copies: the `remember`
+        call and result of the turn that stored it (from the history and the tool-call log),
+        its words in that turn's messages and wherever the bot repeated it (replies,
+        summaries, index entries); a tombstone keeps the consolidation from making it again.
+        False if the person has no such fact."""
+        wanted = canonical_fact_id(fact_id)
+        versions = {f.id: f for f in await self.store.list_facts(person, history=True)}
+        chain: list[Fact] = []
+        stack = [wanted]
+        while stack:
+            fact = versions.get(stack.pop())
+            if fact is not None and fact not in chain:
+                chain.append(fact)
+                stack.extend(fact.replaces)
+        if not await self.store.delete_fact(person, fact_id):
+            return False
+        await self.store.add_tombstones([tombstone_of(f) for f in chain])
+        cutter = WordCutter.of(f.text for f in chain)
+        turns = frozenset(f.source_ref for f in chain if f.source_ref)
+        for fact in chain:
+            if fact.session and fact.source_ref:
+                with contextlib.suppress(ValueError):
+                    await self._drop_remember_calls(SessionKey.parse(fact.session), fact, cutter)
+        copies = await self._cut_copies(person.team_key, cutter, turns=turns)
+        for session_id in sorted(copies.sessions):
+            key = SessionKey.parse(session_id)
+            async with self._locked(key):
+                await self._scrub_session(key, None, cutter, spoke=False)
+        await self._cut_summaries(person.team_key, cutter, skip=copies.sessions)
+        await self._cut_tiers(person.team_key, cutter, copies.sessions)
+        await self._compact()
+        return True
+
+    async def _drop_remember_calls(
+        self, session: SessionKey, fact: Fact, cutter: WordCutter
+    ) -> None:
+        """The `remember` calls of the fact's turn that stored it, their results and logs."""
+        seqs = [int(ref.rsplit("#", 1)[1]) for ref in fact.source_messages if "#" in ref]
+        start = min(seqs, default=1)
+        async with self._locked(session):
+            window = await self.store.between(
+                session, after_seq=max(start - 1, 0), upto_seq=start + TURN_WINDOW
+            )
+            turn = [m for m in window if m.turn_id == fact.source_ref]
+            dropped_calls: set[str] = set()
+            rewrites: list[StoredMessage] = []
+            gone: list[int] = []
+            for m in turn:
+                if not m.tool_calls:
+                    continue
+                keep = []
+                for call in m.tool_calls:
+                    function = call.get("function") or {}
+                    if function.get("name") in PRIVATE_TOOLS and cutter.spans(
+                        str(function.get("arguments", ""))
+                    ):
+                        dropped_calls.add(str(call.get("id")))
+                    else:
+                        keep.append(call)
+                if len(keep) == len(m.tool_calls):
+                    continue
+                if keep or m.content.strip():
+                    rewrites.append(m.model_copy(update={"tool_calls": keep or None}))
+                else:
+                    gone.append(m.seq)
+            logs = [
+                str(m.meta.get("call_id"))
+                for m in turn
+                if m.role == "tool" and m.tool_call_id in dropped_calls
+            ]
+            gone += [m.seq for m in turn if m.role == "tool" and m.tool_call_id in dropped_calls]
+            if rewrites:
+                await self.store.rewrite_messages(rewrites)
+            if gone:
+                await self.store.delete_messages(session, gone)
+            if logs:
+                await self.store.delete_tool_calls(session, logs)
+            if self.on_erased is not None:
+                await self.on_erased([session.id])
+
     async def forget_on_platform(
         self, person: PersonKey, *, requested_by: str = ""
     ) -> PlatformErasure:
@@ -132,30 +222,125 @@ class Eraser:
         """Every tier, twice (the second pass takes what in-flight work stored meanwhile);
         `once_if_empty`: a scope where the first pass found nothing is not passed again (a turn
         of theirs starting there now is no different from one just after the erasure)."""
-        facts = messages = calls = summaries = memories = 0
+        facts = messages = calls = summaries = memories = cut = 0
         scrubbed: set[str] = set()
+        cutter = await self._words_of(person)
         for _pass in range(2):
             sessions = await self.store.sessions_of_speaker(person)
             facts += await self.store.delete_all_facts(person)
+            await self.store.delete_tombstones(person)
             messages += await self.store.delete_speaker(person)
             calls += await self.store.delete_speaker_calls(person)
             for tier in self.tiers:
                 memories += await tier.erase_person(person)
             if once_if_empty and not (sessions or facts or messages or calls or memories):
                 break
-            for session_id in sessions:
-                if session_id in scrubbed:
-                    continue
+            copies = await self._cut_copies(person.team_key, cutter, skip_speaker=person.id)
+            cut += copies.records
+            changed = [s for s in [*sessions, *sorted(copies.sessions)] if s not in scrubbed]
+            for session_id in dict.fromkeys(changed):
                 try:
                     key = SessionKey.parse(session_id)
                 except ValueError:
                     continue
                 scrubbed.add(session_id)
                 async with self._locked(key):
-                    summaries += await self._scrub_session(key, person)
+                    summaries += await self._scrub_session(
+                        key, person, cutter, spoke=session_id in sessions
+                    )
                     if self.on_erased is not None:
                         await self.on_erased([session_id])
-        return ErasureCounts(facts, messages, calls, summaries, memories)
+            summaries += await self._cut_summaries(person.team_key, cutter, skip=scrubbed)
+            cut += await self._cut_tiers(person.team_key, cutter, scrubbed)
+        return ErasureCounts(facts, messages, calls, summaries, memories, cut)
+
+    async def _words_of(self, person: PersonKey) -> WordCutter:
+        """What the person said (their messages, the facts they stated, what they asked to be
+        remembered), read before anything is deleted: the quotes to cut from other records."""
+        cutter = WordCutter()
+        for fact in await self.store.list_facts(person, history=True):
+            cutter.add(fact.text)
+        cursor = ("", 0)
+        while page := await self.store.team_messages(person.team_key, after=cursor, limit=PAGE):
+            cursor = (page[-1].session, page[-1].seq)
+            for m in page:
+                if m.speaker != person.id:
+                    continue
+                if m.role == "user" and not m.from_tool:
+                    cutter.add(m.content)
+                for call in m.tool_calls or ():
+                    if call.get("function", {}).get("name") in PRIVATE_TOOLS:
+                        cutter.add(str(call.get("function", {}).get("arguments", "")))
+            await asyncio.sleep(0)  # a long scan yields to the turns people wait on
+        return cutter
+
+    async def _cut_copies(
+        self,
+        team: TeamKey,
+        cutter: WordCutter,
+        *,
+        skip_speaker: str | None = None,
+        turns: frozenset[str] = frozenset(),
+    ) -> CutReport:
+        """Cut the quotes out of every other stored message of the team (their text, the
+        tool-call arguments, the memories recalled with them) and out of tool-call logs. A
+        session's messages are rewritten under its lock, its hot copy dropped after."""
+        report = CutReport()
+        if not cutter:
+            return report
+        cursor = ("", 0)
+        while page := await self.store.team_messages(team, after=cursor, limit=PAGE):
+            cursor = (page[-1].session, page[-1].seq)
+            edits: dict[str, list[StoredMessage]] = {}
+            for m in page:
+                if skip_speaker is not None and m.speaker == skip_speaker:
+                    continue
+                own_words = m.role == "user" and not m.from_tool and m.turn_id not in turns
+                edited = cut_message(m, cutter, skip_speaker, keep_text=own_words)
+                if edited is not None:
+                    edits.setdefault(m.session, []).append(edited)
+            for session_id, messages in edits.items():
+                async with self._locked(SessionKey.parse(session_id)):
+                    report.records += await self.store.rewrite_messages(messages)
+                    if self.on_erased is not None:
+                        await self.on_erased([session_id])
+                report.sessions.add(session_id)
+            await asyncio.sleep(0)
+        for call in await self.store.team_tool_calls(team):
+            if skip_speaker is not None and call.speaker == skip_speaker:
+                continue
+            arguments = cutter.cut(call.arguments)
+            if arguments != call.arguments:
+                call.arguments = arguments
+                report.records += int(await self.store.rewrite_tool_call(call))
+        return report
+
+    async def _cut_summaries(self, team: TeamKey, cutter: WordCutter, *, skip: set[str]) -> int:
+        """Summaries and pinned facts of the team's other sessions that quote the person."""
+        cut = 0
+        for session_id in await self.store.session_heads():
+            if session_id in skip or not session_id.startswith(team.id + ":"):
+                continue
+            try:
+                key = SessionKey.parse(session_id)
+            except ValueError:
+                continue
+            state = await self.store.get_state(key)
+            if state is None or not (state.summary or state.pinned):
+                continue
+            if cutter.spans(state.summary) or any(cutter.spans(p.text) for p in state.pinned):
+                async with self._locked(key):
+                    cut += await self._scrub_session(key, None, cutter, spoke=False)
+                    if self.on_erased is not None:
+                        await self.on_erased([session_id])
+        return cut
+
+    async def _cut_tiers(self, team: TeamKey, cutter: WordCutter, sessions: set[str]) -> int:
+        cut = 0
+        for tier in self.tiers:
+            if isinstance(tier, CopyTier):
+                cut += await tier.cut_words(team, cutter, sorted(sessions))
+        return cut
 
     async def _compact(self) -> None:
         await self.store.compact()
@@ -196,27 +381,92 @@ class Eraser:
     def _locked(self, session: SessionKey) -> AbstractAsyncContextManager[None]:
         return self.lock_session(session) if self.lock_session else contextlib.nullcontext()
 
-    async def _scrub_session(self, key: SessionKey, person: PersonKey) -> int:
-        """Bump the erasure counter; drop the summary if it drew on this person. 1 if dropped."""
+    async def _scrub_session(
+        self, key: SessionKey, person: PersonKey | None, cutter: WordCutter, *, spoke: bool
+    ) -> int:
+        """Bump the erasure counter and drop the saved consolidation work (re-extracted from
+        what is left). A summary that drew on the person (`spoke` there, or named as a summary
+        speaker) is dropped and rebuilt: `summary_upto_seq` goes back to 0 so the next fold
+        summarises the messages as they now are. Elsewhere their quotes are cut from the
+        summary and the pinned facts, the rest kept. 1 if a summary changed."""
+        pid = person.id if person is not None else None
         for _ in range(5):  # optimistic concurrency: re-read on conflict
             state = await self.store.get_state(key) or SessionState(session=key.id)
             state.erasures += 1
-            dropped = person.id in state.summary_speakers or any(
-                p.speaker == person.id for p in state.pinned
-            )
-            pending = state.consolidation
-            if pending is not None and (
-                any(f.person == person.id for f in pending.facts)
-                or any(person.id in m.people for m in pending.memories)
-            ):
-                state.consolidation = None  # holds their words: extracted again without them
-            if dropped:
-                state.summary = ""
-                state.summary_speakers = []
-                state.pinned = [p for p in state.pinned if p.speaker not in ("", person.id)]
+            state.consolidation = None  # may hold their words: extracted again without them
+            drew = pid is not None and (spoke or pid in state.summary_speakers)
+            changed = False
+            if drew and state.summary:
+                state.summary, state.summary_speakers, changed = "", [], True
+                state.summary_upto_seq = 0
+            elif state.summary:
+                summary = cutter.cut(state.summary)
+                changed = summary != state.summary
+                state.summary = summary
+            pinned = [
+                p.model_copy(update={"text": cutter.cut(p.text)})
+                for p in state.pinned
+                if pid is None or p.speaker not in ("", pid)
+            ]
+            pinned = [p for p in pinned if p.text.strip() and p.text.strip() != CUT_MARK]
+            if [p.text for p in pinned] != [p.text for p in state.pinned]:
+                state.pinned, changed = pinned, True
             if await self.store.put_state(key, state):
-                return int(dropped)
+                return int(changed)
         raise RuntimeError(f"session state of {key.id} kept changing during an erasure")
+
+
+@dataclass
+class CutReport:
+    records: int = 0  # messages and tool-call logs rewritten
+    sessions: set[str] = field(default_factory=set)  # sessions whose messages changed
+
+
+@runtime_checkable
+class CopyTier(Protocol):
+    """A tier whose records may quote a person (the memory index): cut the quotes, and rebuild
+    what was drawn from `sessions` (their messages changed)."""
+
+    async def cut_words(self, team: TeamKey, cutter: WordCutter, sessions: list[str]) -> int: ...
+
+
+def cut_message(
+    m: StoredMessage, cutter: WordCutter, skip_speaker: str | None, *, keep_text: bool
+) -> StoredMessage | None:
+    """`m` with the quotes cut (its text unless `keep_text`: a person's own words stay theirs;
+    the model's tool-call arguments; memories recalled with it: dropped whole when they drew
+    on the person, else cut); None when nothing changed."""
+    update: dict[str, Any] = {}
+    if not keep_text:
+        content = cutter.cut(m.content)
+        if content != m.content:
+            update["content"], update["tokens"] = content, 0
+    if m.tool_calls:
+        calls = [
+            {
+                **c,
+                "function": {**c["function"], "arguments": cutter.cut(c["function"]["arguments"])},
+            }
+            if isinstance(c.get("function"), dict)
+            and isinstance(c["function"].get("arguments"), str)
+            else c
+            for c in m.tool_calls
+        ]
+        if calls != m.tool_calls:
+            update["tool_calls"] = calls
+    recalled = m.meta.get(RECALLED)
+    if isinstance(recalled, str) and recalled:
+        meta = dict(m.meta)
+        drew = skip_speaker is not None and skip_speaker in (meta.get(RECALLED_FROM) or ())
+        text = "" if drew else cutter.cut(recalled)
+        if text != recalled:
+            if drew or not text.strip():
+                for k in (RECALLED, RECALLED_FROM, RECALLED_TOKENS, RECALLED_IDS):
+                    meta.pop(k, None)
+            else:
+                meta[RECALLED] = text
+            update["meta"] = meta
+    return m.model_copy(update=update) if update else None
 
 
 def _ms(started: float) -> float:

@@ -12,8 +12,10 @@ with message ids from the stretch.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bot.audience import META_AUDIENCE, PUBLIC, UNKNOWN_FACT, Audience, narrowest
 from bot.memory.episodic.excerpts import META_PRIVATE_PLACE, said_at
 from bot.memory.fact_prompts import EXTRACT_SCHEMA, EXTRACT_SYSTEM, EXTRACT_TASK
 from bot.memory.render import compact_tool_result, group_turns, is_private_turn
@@ -98,7 +100,13 @@ async def extract(
         memory = _checked_memory(item, by_id)
         if memory is not None:
             sources = [by_ref[i] for i in memory.messages if i in by_ref]
-            memory.private = any(bool(m.meta.get(META_PRIVATE_PLACE)) for m in sources)
+            # Whose words it holds: everyone whose turn a cited message belongs to (the bot's
+            # reply is the asker's turn), so a memory always has people to show and erase it.
+            memory.people = sorted({m.speaker for m in sources if m.speaker})
+            if not memory.people:
+                continue
+            memory.audience = narrowest(message_audience(m, messages) for m in sources)
+            memory.private = not Audience.parse(memory.audience).public
             memory.occurred_at = min((said_at(m) for m in sources), default=None)
             pending.memories.append(memory)
     return Extracted(pending, dropped)
@@ -118,6 +126,23 @@ def _checked_fact(item: object, by_id: dict[str, dict[str, str]]) -> PendingFact
         return None  # tool data is only ever a `tool` fact, and a `tool` fact only tool data
     key = " ".join(str(item.get("key") or "").split()) or None
     return PendingFact(person=person, text=text, key=key, source=source, message=line["id"])
+
+
+def message_audience(message: StoredMessage, session: Sequence[StoredMessage]) -> str:
+    """A stored message's audience id: its own (`meta.audience`, written since the audience
+    rule), else, for older messages, the place's as its messages tell it: a private flag on
+    any of them makes it private, an unknown one the narrowest; a place whose messages say
+    nothing of privacy was public."""
+    own = message.meta.get(META_AUDIENCE)
+    if isinstance(own, str) and own:
+        return own
+    for other in session:
+        known = other.meta.get(META_AUDIENCE)
+        if isinstance(known, str) and known:
+            return known
+    if any(bool(m.meta.get(META_PRIVATE_PLACE)) for m in session):
+        return UNKNOWN_FACT  # a private channel or a DM, which the old flag did not tell apart
+    return PUBLIC
 
 
 def _checked_memory(item: object, by_id: dict[str, dict[str, str]]) -> PendingMemory | None:

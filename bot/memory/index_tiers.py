@@ -11,12 +11,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.keys import PersonKey, SessionKey
+from bot.keys import PersonKey, SessionKey, TeamKey
+from bot.memory.copies import WordCutter
 from bot.stores.memory_index import MemoryEntry, MemoryIndex, place_id
 from bot.stores.records import PendingConsolidation, utcnow
 
@@ -38,12 +40,16 @@ class IndexMemories:
         index: MemoryIndex,
         add: AddEntries | None = None,
         settle: Settle | None = None,
+        reindex: Callable[[SessionKey], None] | None = None,
     ) -> None:
         self.index = index
         self.add = add or index.add  # the episodic indexer's add_entries embeds them first
         # The episodic indexer's `idle`: an indexing that read the person's messages before
         # the erasure deleted them writes its entries before they are erased, not after.
         self.settle = settle
+        # The indexer's `enqueue`: a session whose entries were reset is indexed again (without
+        # an indexer, the next start's recovery finds it: its checkpoint is back at 0).
+        self.reindex = reindex
 
     async def write_memories(
         self, session: SessionKey, pending: PendingConsolidation, ids: list[str]
@@ -72,6 +78,37 @@ class IndexMemories:
 
     async def compact(self) -> None:
         await self.index.compact()
+
+    async def cut_words(self, team: TeamKey, cutter: WordCutter, sessions: list[str]) -> int:
+        """Excerpts of `sessions` (their messages changed) are made again from the messages as
+        they now are; every other entry of the team that quotes the person (its text or its
+        match-only context) is rewritten without the quotes and embedded again (its old vector
+        was made from them). Returns the entries changed."""
+        if self.settle is not None:
+            await self.settle(SETTLE_SECONDS)
+        changed = 0
+        for session_id in sessions:
+            changed += await self.index.reset_session(team, session_id)
+            if self.reindex is not None:
+                with contextlib.suppress(ValueError):
+                    self.reindex(SessionKey.parse(session_id))
+        reset = set(sessions)
+        rewritten: list[MemoryEntry] = []
+        for entry in await self.index.entries_of_team(team):
+            if entry.kind == "excerpt" and entry.session in reset:
+                continue  # deleted above, made again from the cut messages
+            text, context = cutter.cut(entry.text), cutter.cut(entry.context)
+            if text == entry.text and context == entry.context:
+                continue
+            rewritten.append(
+                entry.model_copy(
+                    update={"text": text, "context": context, "vector": None, "embedder": None}
+                )
+            )
+        if rewritten:
+            await self.index.delete_entries(team, [e.id for e in rewritten])
+            await self.add([e for e in rewritten if e.text.strip(" []…\n")])
+        return changed + len(rewritten)
 
 
 async def attach_memory_index(app: BotApp, *, data_dir: Path) -> IndexMemories:

@@ -247,3 +247,18 @@ class MongoMemoryIndex:
 
     async def close(self) -> None:
         return None  # the client is the store's
+
+    async def entries_of_team(self, team: TeamKey) -> list[MemoryEntry]:
+        with _unavailable("memory index entries_of_team"):
+            cursor = self._entries.find({"team": team.id}, {"vector": 0})
+            docs = await cursor.sort("stamp", ASCENDING).to_list()
+        return [_entry({**d, "vector": None, "embedder": None}) for d in docs]
+
+    async def reset_session(self, team: TeamKey, session_id: str) -> int:
+        query = {"team": team.id, "session": session_id, "kind": {"$in": ["excerpt", None]}}
+        with _unavailable("memory index reset_session"):
+            result = await self._entries.delete_many(query)
+            await self._checkpoints.delete_one({"_id": session_id})
+            if result.deleted_count:
+                await self._bump(f"gen:{team.id}")
+        return int(result.deleted_count)

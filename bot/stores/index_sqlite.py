@@ -357,3 +357,33 @@ class SqliteMemoryIndex:
 
     async def close(self) -> None:
         await self._db.close()
+
+    async def entries_of_team(self, team: TeamKey) -> list[MemoryEntry]:
+        def run(conn: sqlite3.Connection) -> list[MemoryEntry]:
+            rows = conn.execute(
+                "SELECT doc, stamp FROM memory_entries WHERE team = ? ORDER BY stamp", (team.id,)
+            ).fetchall()
+            return [_entry(doc, stamp, None, None) for doc, stamp in rows]
+
+        return await self._db.call(run)
+
+    async def reset_session(self, team: TeamKey, session_id: str) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            with transaction(conn):
+                ns = [
+                    n
+                    for n, doc in conn.execute(
+                        "SELECT n, doc FROM memory_entries WHERE team = ? AND session = ?",
+                        (team.id, session_id),
+                    ).fetchall()
+                    if json.loads(doc).get("kind", "excerpt") == "excerpt"
+                ]
+                for n in ns:
+                    conn.execute("DELETE FROM memory_people WHERE n = ?", (n,))
+                    conn.execute("DELETE FROM memory_entries WHERE n = ?", (n,))
+                conn.execute("DELETE FROM memory_checkpoints WHERE session = ?", (session_id,))
+                if ns:
+                    _bump(conn, f"gen:{team.id}")
+                return len(ns)
+
+        return await self._db.call(run)

@@ -160,3 +160,14 @@ class MemoryIndex(Protocol):
         """Make deleted entries unrecoverable from files (SQLite); no-op elsewhere."""
 
     async def close(self) -> None: ...
+
+    # --- erasure: copies of a person's words in other entries (bot.memory.erasure) ---------
+
+    async def entries_of_team(self, team: TeamKey) -> list[MemoryEntry]:
+        """Every entry of the team (without vectors), oldest stamp first: erasure reads them
+        to cut a forgotten person's words out of entries that quote them."""
+
+    async def reset_session(self, team: TeamKey, session_id: str) -> int:
+        """Delete the session's excerpt entries and move its indexing checkpoint back to 0, so
+        the indexer makes them again from the messages as they now are (after an erasure cut
+        words out of them). Consolidated memories are left. Returns the count deleted."""

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from pymongo import ASCENDING
 
-from bot.keys import SessionKey, TeamKey
+from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.stores import codec
-from bot.stores.records import StoredMessage, ToolCallLog
+from bot.stores.records import FactTombstone, StoredMessage, ToolCallLog
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.collection import AsyncCollection
@@ -29,11 +29,13 @@ def _prefix(prefix: str) -> dict[str, str]:
 class MongoEdits:
     _messages: AsyncCollection[Doc]
     _calls: AsyncCollection[Doc]
+    db: Any
     _guard: Callable[[str], AbstractContextManager[None]]
 
     async def ensure_edit_indexes(self) -> None:
         with self._guard("ensure_edit_indexes"):
             await self._messages.create_index("meta.message_id", sparse=True)
+            await self.db["fact_tombstones"].create_index("person")
 
     async def team_messages(
         self, team: TeamKey, *, after: tuple[str, int] = ("", 0), limit: int = 500
@@ -116,3 +118,23 @@ class MongoEdits:
                 {"session": session.id, "call_id": {"$in": list(call_ids)}}
             )
         return result.deleted_count
+
+    # --- tombstones of forgotten facts ------------------------------------------------------
+
+    async def add_tombstones(self, tombstones: Sequence[FactTombstone]) -> None:
+        if not tombstones:
+            return
+        with self._guard("add_tombstones"):
+            await self.db["fact_tombstones"].insert_many(
+                [t.model_dump(mode="json") for t in tombstones]
+            )
+
+    async def tombstones(self, person: PersonKey) -> list[FactTombstone]:
+        with self._guard("tombstones"):
+            docs = await self.db["fact_tombstones"].find({"person": person.id}).to_list()
+        return [codec.load(FactTombstone, d) for d in docs]
+
+    async def delete_tombstones(self, person: PersonKey) -> int:
+        with self._guard("delete_tombstones"):
+            result = await self.db["fact_tombstones"].delete_many({"person": person.id})
+        return int(result.deleted_count)

@@ -18,6 +18,7 @@ from bot.stores.records import (
     ErasureReceipt,
     Fact,
     FactSource,
+    FactTombstone,
     NewMessage,
     SessionState,
     StoredMessage,
@@ -225,6 +226,15 @@ class MessageEditStore(Protocol):
         """Erase these calls' logs in the session; returns how many went."""
 
 
+class TombstoneStore(Protocol):
+    async def add_tombstones(self, tombstones: Sequence[FactTombstone]) -> None:
+        """Keep these (a forgotten fact's digest and sources; never its text)."""
+
+    async def tombstones(self, person: PersonKey) -> list[FactTombstone]: ...
+
+    async def delete_tombstones(self, person: PersonKey) -> int: ...
+
+
 class Store(
     ConversationStore,
     SessionStateStore,
@@ -235,6 +245,7 @@ class Store(
     ToolInstallStore,
     ToolCallLogStore,
     MessageEditStore,
+    TombstoneStore,
     Protocol,
 ):
     """One durable backend implements all of the above. (Slack's installation documents are

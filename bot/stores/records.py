@@ -80,8 +80,9 @@ class PendingMemory(BaseModel):
 
     text: str
     messages: list[str] = Field(default_factory=list)  # "<session id>#<seq>"
-    people: list[str] = Field(default_factory=list)
+    people: list[str] = Field(default_factory=list)  # whose turns its messages belong to
     private: bool = False  # drawn from a message said in a private place
+    audience: str = ""  # `bot.audience` id: the narrowest of its messages' audiences
     occurred_at: datetime | None = None  # when its first message was said
 
 
@@ -211,4 +212,15 @@ class ErasureReceipt(_Record):
     requested_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime = Field(default_factory=utcnow)
     counts: dict[str, int] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class FactTombstone(_Record):
+    """What is left of a fact the person asked to forget: no text, only a digest of its folded
+    text (`bot.memory.tombstones.digest`) and the messages it came from, so the consolidation
+    does not make it again from the same words. Erased by `/memory forget all`."""
+
+    person: str  # PersonKey.id
+    digest: str
+    sources: list[str] = Field(default_factory=list)  # "<session id>#<seq>"
     created_at: datetime = Field(default_factory=utcnow)

@@ -11,9 +11,9 @@ import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from bot.keys import SessionKey, TeamKey
+from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.stores import codec
-from bot.stores.records import StoredMessage, ToolCallLog
+from bot.stores.records import FactTombstone, StoredMessage, ToolCallLog
 from bot.stores.sqlite_worker import transaction
 
 if TYPE_CHECKING:
@@ -22,6 +22,12 @@ if TYPE_CHECKING:
 _PLATFORM_ID = "json_extract(doc, '$.meta.message_id')"
 EDITS_SCHEMA = f"""
 CREATE INDEX IF NOT EXISTS messages_platform_id ON messages ({_PLATFORM_ID});
+CREATE TABLE IF NOT EXISTS fact_tombstones (
+    n INTEGER PRIMARY KEY,
+    person TEXT NOT NULL,
+    doc TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS fact_tombstones_person ON fact_tombstones (person);
 """
 
 
@@ -163,5 +169,37 @@ class SqliteEdits:
                 for n in gone:
                     conn.execute("DELETE FROM tool_calls WHERE n = ?", (n,))
                 return len(gone)
+
+        return await self._db.call(run)
+
+    # --- tombstones of forgotten facts ------------------------------------------------------
+
+    async def add_tombstones(self, tombstones: Sequence[FactTombstone]) -> None:
+        rows = [(t.person, codec.dump_json(t)) for t in tombstones]
+
+        def run(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                conn.executemany("INSERT INTO fact_tombstones (person, doc) VALUES (?, ?)", rows)
+
+        if rows:
+            await self._db.call(run)
+
+    async def tombstones(self, person: PersonKey) -> list[FactTombstone]:
+        pid = person.id
+
+        def run(conn: sqlite3.Connection) -> list[FactTombstone]:
+            rows = conn.execute(
+                "SELECT doc FROM fact_tombstones WHERE person = ? ORDER BY n", (pid,)
+            ).fetchall()
+            return [codec.load_json(FactTombstone, r[0]) for r in rows]
+
+        return await self._db.call(run)
+
+    async def delete_tombstones(self, person: PersonKey) -> int:
+        pid = person.id
+
+        def run(conn: sqlite3.Connection) -> int:
+            with transaction(conn):
+                return conn.execute("DELETE FROM fact_tombstones WHERE person = ?", (pid,)).rowcount
 
         return await self._db.call(run)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from bot.audience import META_AUDIENCE, PUBLIC
 from bot.keys import SessionKey
 from bot.memory.episodic.text import date_words
 from bot.memory.render import group_turns, is_private_turn
@@ -102,7 +103,7 @@ def excerpts(
                 team=team,
                 place=place,
                 session=session.id,
-                private=any(bool(m.meta.get(META_PRIVATE_PLACE)) for m in said),
+                private=any(_private(m) for m in group),
                 people=people,
                 source_ids=[source_id(m) for m in said],
                 text="\n".join(lines),
@@ -111,6 +112,15 @@ def excerpts(
             )
         )
     return out
+
+
+def _private(m: StoredMessage) -> bool:
+    """Said in a private place: the old flag on a person's message, or any audience but public
+    (the bot's messages carry their place's audience too)."""
+    audience = m.meta.get(META_AUDIENCE)
+    return bool(m.meta.get(META_PRIVATE_PLACE)) or (
+        isinstance(audience, str) and audience != PUBLIC
+    )
 
 
 def _said_line(m: StoredMessage) -> str:

@@ -31,10 +31,11 @@ from bot.embeddings.factory import open_embedder
 from bot.keys import SessionKey
 from bot.memory.episodic.indexer import Indexer
 from bot.memory.episodic.retrieval import Retriever
+from bot.memory.episodic.text import date_words
 from bot.memory.render import RECALLED_IDS
 from bot.messages import IncomingMessage
 from bot.stores.index_factory import open_memory_index
-from bot.stores.memory_index import MemoryIndex, MemoryScope, place_id
+from bot.stores.memory_index import MemoryEntry, MemoryIndex, MemoryScope, place_id
 from bot.stores.protocols import ConversationStore, Store, StoreUnavailable
 from bot.stores.records import StoredMessage
 from bot.tokens import TokenCounter
@@ -63,6 +64,14 @@ def render(entry_text: str) -> str:
     """An entry as one bullet: "- [date] Name: text / Bot: reply"."""
     date, _, rest = entry_text.partition("\n")
     return f"- [{date}] " + " / ".join(line.strip() for line in rest.splitlines() if line.strip())
+
+
+def render_entry(entry: MemoryEntry) -> str:
+    """An excerpt's text starts with its date line; a consolidated memory's does not, so its
+    date is written in front (a memory without its date reads as if it were current)."""
+    if entry.kind == "excerpt":
+        return render(entry.text)
+    return f"- [{date_words(entry.occurred_at)}] " + " ".join(entry.text.split())
 
 
 class EpisodicMemory:
@@ -133,7 +142,7 @@ class EpisodicMemory:
         ids: list[str] = []
         used = self.counter.count(HEADER) + 8
         for hit in hits:
-            line = render(hit.entry.text)
+            line = render_entry(hit.entry)
             if self.counter.count(line) > MEMORY_TOKENS:
                 line = self.counter.truncate(line, MEMORY_TOKENS) + "…"
             cost = self.counter.count(line) + 1

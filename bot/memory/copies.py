@@ -1,0 +1,111 @@
+"""Finding a person's words where other records quote them, to cut them out (the rest kept).
+
+A model repeats and quotes what it was given, so a person's words travel: into the bot's replies
+in other people's turns, summaries, index entries (their text and their match-only context),
+consolidated memories, tool-call arguments. `/memory forget all` and a platform delete cut them
+from those records with a `WordCutter` built from what the person said.
+
+What counts as a quote (matched after `bot.textfold` folding, so case and Unicode forms do not
+hide one): any run of `SHINGLE` consecutive words of one of the person's texts, and a whole
+sentence of theirs of `MIN_SENTENCE_WORDS` words or more, or a shorter one that carries a
+distinctive word (a digit, or `LONG_WORD` letters or more). Shorter, common sentences ("thank
+you", "yes") are not cut from other people's records: they say nothing of the person and are
+everyone's words too. A paraphrase is not a quote and is not found; records drawn wholly from
+the person's words (their messages, summaries of their turns, entries naming them) are erased
+whole elsewhere, not cut here.
+
+Matching is linear: the target's words are read once per distinct n-gram length (at most
+`SHINGLE` lengths), each window looked up in a set.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from bot.textfold import CUT_MARK, Folded, fold_map
+
+SHINGLE = 6
+MIN_SENTENCE_WORDS = 3
+LONG_WORD = 8
+_WORD = re.compile(r"\w+")
+_SENTENCE_END = re.compile(r"[.!?;:\n]+")
+
+
+def _words(folded: str) -> list[str]:
+    return _WORD.findall(folded)
+
+
+def _distinctive(words: list[str]) -> bool:
+    return any(any(c.isdigit() for c in w) or len(w) >= LONG_WORD for w in words)
+
+
+@dataclass
+class WordCutter:
+    """The person's quotable n-grams, by length."""
+
+    grams: dict[int, set[tuple[str, ...]]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, texts: Iterable[str]) -> WordCutter:
+        cutter = cls()
+        for text in texts:
+            cutter.add(text)
+        return cutter
+
+    def add(self, text: str) -> None:
+        folded = fold_map(text).text
+        words = _words(folded)
+        for i in range(len(words) - SHINGLE + 1):
+            self.grams.setdefault(SHINGLE, set()).add(tuple(words[i : i + SHINGLE]))
+        for sentence in _SENTENCE_END.split(folded):
+            said = _words(sentence)
+            if not said or len(said) >= SHINGLE:
+                continue  # longer sentences are covered by their shingles
+            if len(said) >= MIN_SENTENCE_WORDS or _distinctive(said):
+                self.grams.setdefault(len(said), set()).add(tuple(said))
+
+    def __bool__(self) -> bool:
+        return bool(self.grams)
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where `text` quotes the person: merged [start, end) ranges of the original text."""
+        if not self.grams or not text:
+            return []
+        folded = fold_map(text)
+        tokens = [(m.group(), m.start(), m.end()) for m in _WORD.finditer(folded.text)]
+        found: list[tuple[int, int]] = []
+        for n, grams in self.grams.items():
+            for i in range(len(tokens) - n + 1):
+                if tuple(t[0] for t in tokens[i : i + n]) in grams:
+                    found.append(_original(folded, tokens[i][1], tokens[i + n - 1][2]))
+        return _merge(found)
+
+    def cut(self, text: str) -> str:
+        """`text` with every quote of the person replaced by a mark; unchanged when none."""
+        ranges = self.spans(text)
+        if not ranges:
+            return text
+        out: list[str] = []
+        at = 0
+        for start, end in ranges:
+            out.append(text[at:start])
+            out.append(CUT_MARK)
+            at = end
+        out.append(text[at:])
+        return "".join(out)
+
+
+def _original(folded: Folded, start: int, end: int) -> tuple[int, int]:
+    return folded.origin[start], folded.origin[end - 1] + 1
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if merged and start <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
