@@ -38,22 +38,18 @@ class LineProgress:
         self.out = out
         self.done = 0
         self.total = 0
-        self.seen: dict[str, int] = {}
-        self.tokens = 0
-        self.memories = 0
 
     def start(self, sessions: int) -> None:
         self.total = sessions
         print(f"Consolidating {sessions} session(s) with new messages.", file=self.out, flush=True)
 
     def step(self, session_id: str, report: ConsolidationReport) -> None:
+        """`report` is that session's own (the run's totals come at the end)."""
         self.done += 1
         line = (
-            f"[{self.done}/{self.total}] {session_id}: {_counts(report, self.seen)}; "
-            f"memories {report.memories - self.memories}; tokens {report.tokens - self.tokens}"
+            f"[{self.done}/{self.total}] {session_id}: {_counts(report)}; "
+            f"memories {report.memories}; tokens {report.tokens}"
         )
-        self.seen = dict(report.outcomes)
-        self.tokens, self.memories = report.tokens, report.memories
         print(line, file=self.out, flush=True)
 
 
@@ -63,6 +59,7 @@ class BarProgress:
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.bar: Any = None
+        self.run = ConsolidationReport()  # the sessions' reports added up
 
     def start(self, sessions: int) -> None:
         from tqdm import tqdm
@@ -70,6 +67,8 @@ class BarProgress:
         self.bar = tqdm(total=sessions, unit="session", file=self.out, desc="consolidating")
 
     def step(self, session_id: str, report: ConsolidationReport) -> None:
+        self.run.merge(report)
+        report = self.run
         if self.bar is not None:
             self.bar.set_postfix(
                 add=report.outcomes.get("ADD", 0),

@@ -73,6 +73,21 @@ class ConsolidationReport:
     pruned_tool_calls: int = 0
     failures: int = 0  # sessions left for the next run after an error
     duration_s: float = 0.0
+    # A session's report: the run's, whose tokens count towards the cap with this one's.
+    run_tokens: ConsolidationReport | None = field(default=None, repr=False)
+
+    def total_tokens(self) -> int:
+        return self.tokens + (self.run_tokens.tokens if self.run_tokens is not None else 0)
+
+    def merge(self, other: ConsolidationReport) -> None:
+        """Add a session's counts to the run's."""
+        self.sessions += other.sessions
+        self.steps += other.steps
+        self.outcomes.update(other.outcomes)
+        self.memories += other.memories
+        self.tokens += other.tokens
+        self.capped = self.capped or other.capped
+        self.failures += other.failures
 
     def as_fields(self) -> dict[str, Any]:
         return {
@@ -202,22 +217,27 @@ class Consolidator:
                     sid = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
+                # Each session counts into its own report, merged when it ends: with sessions
+                # running concurrently, a shared running total credited one session's counts
+                # to whichever finished next.
+                mine = ConsolidationReport(run_tokens=report)
                 try:
-                    await self._session(SessionKey.parse(sid), heads[sid], report, stop)
-                    report.sessions += 1
+                    await self._session(SessionKey.parse(sid), heads[sid], mine, stop)
+                    mine.sessions += 1
                 except ModelError as err:
-                    report.failures += 1
+                    mine.failures += 1
                     log.warning(
                         "consolidation_model_error",
                         extra={"fields": {"session": sid, "kind": err.kind}},
                     )
                 except Exception:
-                    report.failures += 1
+                    mine.failures += 1
                     log.exception(
                         "consolidation_session_failed", extra={"fields": {"session": sid}}
                     )
+                report.merge(mine)
                 if progress is not None:
-                    progress.step(sid, report)
+                    progress.step(sid, mine)
 
         await asyncio.gather(*(worker() for _ in range(min(self.concurrency, len(todo)) or 1)))
 
@@ -239,7 +259,7 @@ class Consolidator:
             if pending is None:
                 if state.consolidated_upto_seq >= head:
                     return
-                if report.tokens >= self.max_tokens:
+                if report.total_tokens() >= self.max_tokens:
                     report.capped = True
                     stop.set()
                     return

@@ -7,7 +7,7 @@ import asyncio
 import json
 from typing import Any
 
-from bot.keys import SessionKey
+from bot.keys import PersonKey, SessionKey
 from bot.memory.consolidation import Consolidator
 from bot.memory.reconcile import Reconciler
 from bot.memory.structured import JsonAsker
@@ -16,6 +16,7 @@ from bot.stores.protocols import Store
 from bot.stores.records import NewMessage, utcnow
 from bot.stores.sqlite import SqliteStore
 from tests.fakes.openai_server import FakeOpenAI, text
+from tests.helpers import say
 from tests.memory.seed import BOT_RESTATES, PEOPLE, expected_live, seed
 
 
@@ -271,3 +272,44 @@ async def test_pending_work_read_before_an_erasure_is_extracted_again(
     state = await sqlite_store.get_state(dm)
     assert state is not None and state.consolidation is None
     assert state.consolidated_upto_seq == said.seq
+
+
+async def test_concurrent_sessions_are_credited_their_own_counts(
+    make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    """Sessions consolidated at once: each session's progress line counts that session's facts
+    (the oracle: the facts stored with that session as their source)."""
+    from bot.memory.consolidation import ConsolidationReport
+    from bot.memory.nightly import build_consolidator
+    from bot.stores.records import Fact
+
+    app = await make_app()
+    said = {
+        "C1": ["I am a beekeeper.", "I am learning Welsh.", "I am left-handed."],
+        "C2": ["I am a night owl."],
+        "C3": ["Is the build green?"],
+    }
+    for channel, lines in said.items():
+        for line in lines:
+            await say(app, line, user=f"U{channel}", channel=channel)
+    fake_openai.latency = 0.05  # the sessions' steps interleave
+    seen: dict[str, ConsolidationReport] = {}
+
+    class Collect:
+        def start(self, sessions: int) -> None:
+            assert sessions == 3
+
+        def step(self, session_id: str, report: ConsolidationReport) -> None:
+            seen[session_id] = report
+
+    consolidator = build_consolidator(app)
+    consolidator.concurrency = 3
+    total = await consolidator.run(progress=Collect())
+    assert len(seen) == 3
+    facts: list[Fact] = []
+    for channel in said:
+        facts += await app.store.list_facts(PersonKey("test", "T1", f"U{channel}"))
+    for sid, report in seen.items():
+        stored = [f for f in facts if f.session == sid]
+        assert report.outcomes["ADD"] == len(stored), (sid, report.outcomes, stored)
+    assert total.outcomes["ADD"] == len(facts) == 4
