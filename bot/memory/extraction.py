@@ -5,8 +5,15 @@ What the model sees: people's messages and the bot's final replies (for context)
 marked as tool data, never the bot's tool-call requests, never personal `remember` turns (those
 facts are stored already), and never text recalled from memory (stripped: see
 `bot.memory.tags`). What is kept of its answer: a fact only when it names a message of that very
-person (a user message, or a tool result in that person's turn for `tool` facts); a memory only
-with message ids from the stretch.
+person (a user message, or a tool result in that person's turn for `tool` facts: never the bot's
+reply nor anyone else's words) and its words are found there (`bot.memory.fact_support`: a bot
+reply relaying someone else's claim, filed under the person's adjacent message, is not their
+fact); a memory only with message ids from the stretch.
+
+A kept fact is dated when its message was said (`said_at`: the platform's time, which `bot chat
+--at` sets) and carries the audience of its message (`fact_common.message_audience`; a tool
+result written before messages carried one takes its turn's user message's), so it is only used
+where everyone reading could have read that message.
 """
 
 from __future__ import annotations
@@ -14,11 +21,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from bot.audience import META_AUDIENCE, UNKNOWN_FACT, Audience, narrowest
 from bot.memory.episodic.excerpts import META_PRIVATE_PLACE, said_at
 from bot.memory.fact_prompts import EXTRACT_SCHEMA, EXTRACT_SYSTEM, EXTRACT_TASK
+from bot.memory.fact_support import supported
 from bot.memory.render import compact_tool_result, group_turns, is_private_turn
 from bot.memory.structured import JsonAsker
 from bot.memory.tags import strip_recalled
+from bot.stores.fact_common import message_audience
 from bot.stores.records import (
     FactSource,
     PendingConsolidation,
@@ -82,15 +92,17 @@ async def extract(
     answer = await asker.ask(request, EXTRACT_TASK, EXTRACT_SCHEMA)
     pending.tokens = answer.tokens
     by_id = {line["id"]: line for line in lines}
-    written_at = {ref(m): m.created_at for m in messages}
+    stored = {ref(m): m for m in messages}
     dropped = 0
     raw_facts = answer.data.get("facts")
     for item in (raw_facts if isinstance(raw_facts, list) else [])[:MAX_ITEMS]:
         fact = _checked_fact(item, by_id)
-        if fact is None:
+        cited = [stored[fact.message]] if fact is not None and fact.message in stored else []
+        if fact is None or not cited or not _theirs(fact, cited, by_id):
             dropped += 1
         else:
-            fact.said_at = written_at.get(fact.message)
+            fact.said_at = max(said_at(m) for m in cited)
+            fact.audience = _narrowest_of(cited, messages)
             pending.facts.append(fact)
     raw_memories = answer.data.get("memories")
     by_ref = {ref(m): m for m in messages}
@@ -118,6 +130,40 @@ def _checked_fact(item: object, by_id: dict[str, dict[str, str]]) -> PendingFact
         return None  # tool data is only ever a `tool` fact, and a `tool` fact only tool data
     key = " ".join(str(item.get("key") or "").split()) or None
     return PendingFact(person=person, text=text, key=key, source=source, message=line["id"])
+
+
+def _theirs(
+    fact: PendingFact, cited: list[StoredMessage], by_id: dict[str, dict[str, str]]
+) -> bool:
+    """Every cited message is the fact's subject's own (their words, or tool data of their
+    turn for a `tool` fact; never the bot's reply), and the fact is found in their words there
+    (`bot.memory.fact_support`)."""
+    for m in cited:
+        role = "tool" if m.role == "tool" else "user" if m.role == "user" else ""
+        if m.speaker != fact.person or not role or (role == "tool") != (fact.source == "tool"):
+            return False
+    texts = [by_id[ref(m)]["text"] for m in cited if ref(m) in by_id]
+    names = [n for m in cited if m.role == "user" and (n := m.name)]
+    names.append(fact.person.rsplit(":", 1)[-1])
+    return len(texts) == len(cited) and supported(fact.text, texts, names=names)
+
+
+def _narrowest_of(cited: list[StoredMessage], messages: list[StoredMessage]) -> str:
+    """The narrowest audience of the cited messages. A tool result written before messages
+    carried their audience (only the person's own message flagged a private place) takes its
+    turn's user message's; when that is not in the stretch, a DM of its place (the narrowest)."""
+    audiences: list[str] = []
+    for m in cited:
+        if m.role == "user" or META_AUDIENCE in m.meta:
+            audiences.append(message_audience(m.session, m.meta))
+            continue
+        asked = next((u for u in messages if u.turn_id == m.turn_id and u.role == "user"), None)
+        if asked is not None:
+            audiences.append(message_audience(asked.session, asked.meta))
+        else:
+            place = m.session.rsplit(":", 1)[0]
+            audiences.append(Audience("dm", place).id if place else UNKNOWN_FACT)
+    return narrowest(audiences)
 
 
 def _checked_memory(item: object, by_id: dict[str, dict[str, str]]) -> PendingMemory | None:
