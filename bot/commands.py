@@ -189,9 +189,10 @@ class CommandHandler:
         return CommandReply(MEMORY_HELP, ok=False)
 
     async def _show(self, person: PersonKey, *, history: bool = False) -> CommandReply:
-        """What this place uses is what it shows (and can erase): in a DM scope, the person's
-        facts on the whole platform, each saying where it was remembered."""
-        facts = await facts_for(self.store, person, history=history)
+        """Every fact of the person's scope, whatever the audience and wherever it is asked (the
+        answer is the person's alone), each saying where it may be used; in a DM scope, the
+        person's facts on the whole platform, each saying where it was remembered."""
+        facts = await facts_for(self.store, person, None, history=history)
         wide = everywhere(person) if spans_platform(person) else ""
         return CommandReply(
             render_facts(facts, history=history, here=person.id, platform_wide=wide)

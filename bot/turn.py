@@ -221,7 +221,9 @@ class TurnRunner:
         # Two independent reads: at once, so neither waits behind the other's round trip.
         hot, facts = await asyncio.gather(
             self.memory.load(session),
-            facts_for(self.facts, person),  # a DM scope: all of theirs on the platform
+            # Only what everyone reading here could read (bot.audience); a DM scope: all of
+            # theirs on the platform.
+            facts_for(self.facts, person, msg.audience),
         )
         history = list(hot.tail)
         prior = find_prior_turn(history, msg.message_id, person.id)

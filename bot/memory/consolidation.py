@@ -13,6 +13,10 @@ Guarantees, and how:
 - Erasure wins: each candidate is applied under the session lock after checking the session's
   `erasures` counter; `/memory forget all` bumps it and drops pending work that holds the
   person's words, so nothing erased comes back.
+- Facts keep where and when they were said: each candidate carries the audience of the message
+  it came from and that message's time (`bot.memory.extraction`), so a fact drawn from a
+  private channel or a DM is never used in a public channel, and an older statement never
+  replaces a newer one whatever order the sessions are met in (`bot.memory.reconcile`).
 - Bounded: sessions run `concurrency` at a time; a per-run token cap stops taking new steps
   once reached (reported, the rest waits for the next run).
 - Retention only after consolidation: messages older than BOT_RETENTION_DAYS are pruned up to
@@ -328,6 +332,7 @@ class Consolidator:
                             source_ref=f"consolidation:{fact.message}",
                             source_messages=(fact.message,) if fact.message else (),
                             said_at=fact.said_at,
+                            audience=fact.audience,
                         ),
                     )
                     report.outcomes[decision.outcome] += 1

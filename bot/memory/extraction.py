@@ -5,8 +5,15 @@ What the model sees: people's messages and the bot's final replies (for context)
 marked as tool data, never the bot's tool-call requests, never personal `remember` turns (those
 facts are stored already), and never text recalled from memory (stripped: see
 `bot.memory.tags`). What is kept of its answer: a fact only when it names a message of that very
-person (a user message, or a tool result in that person's turn for `tool` facts); a memory only
-with message ids from the stretch.
+person (a user message, or a tool result in that person's turn for `tool` facts: never the bot's
+reply nor anyone else's words) and its words are found there (`bot.memory.fact_support`: a bot
+reply relaying someone else's claim, filed under the person's adjacent message, is not their
+fact); a memory only with message ids from the stretch.
+
+A kept fact is dated when its message was said (`said_at`: the platform's time, which `bot chat
+--at` sets) and carries the audience of its message (`fact_common.message_audience`; a tool
+result written before messages carried one takes its turn's user message's), so it is only used
+where everyone reading could have read that message.
 """
 
 from __future__ import annotations
@@ -15,12 +22,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.audience import META_AUDIENCE, PUBLIC, UNKNOWN_FACT, Audience, narrowest
-from bot.memory.episodic.excerpts import META_PRIVATE_PLACE, said_at
+from bot.audience import META_AUDIENCE, UNKNOWN_FACT, Audience, narrowest
+from bot.memory.episodic.excerpts import said_at
 from bot.memory.fact_prompts import EXTRACT_SCHEMA, EXTRACT_SYSTEM, EXTRACT_TASK
+from bot.memory.fact_support import supported
 from bot.memory.render import compact_tool_result, group_turns, is_private_turn
 from bot.memory.structured import JsonAsker
 from bot.memory.tags import strip_recalled
+from bot.stores.fact_common import message_audience
 from bot.stores.records import (
     FactSource,
     PendingConsolidation,
@@ -84,15 +93,17 @@ async def extract(
     answer = await asker.ask(request, EXTRACT_TASK, EXTRACT_SCHEMA)
     pending.tokens = answer.tokens
     by_id = {line["id"]: line for line in lines}
-    written_at = {ref(m): m.created_at for m in messages}
+    stored = {ref(m): m for m in messages}
     dropped = 0
     raw_facts = answer.data.get("facts")
     for item in (raw_facts if isinstance(raw_facts, list) else [])[:MAX_ITEMS]:
         fact = _checked_fact(item, by_id)
-        if fact is None:
+        cited = [stored[fact.message]] if fact is not None and fact.message in stored else []
+        if fact is None or not cited or not _theirs(fact, cited, by_id):
             dropped += 1
         else:
-            fact.said_at = written_at.get(fact.message)
+            fact.said_at = max(said_at(m) for m in cited)
+            fact.audience = _narrowest_of(cited, messages)
             pending.facts.append(fact)
     raw_memories = answer.data.get("memories")
     by_ref = {ref(m): m for m in messages}
@@ -105,7 +116,7 @@ async def extract(
             memory.people = sorted({m.speaker for m in sources if m.speaker})
             if not memory.people:
                 continue
-            memory.audience = narrowest(message_audience(m, messages) for m in sources)
+            memory.audience = narrowest(_memory_audience(m, messages) for m in sources)
             memory.private = not Audience.parse(memory.audience).public
             memory.occurred_at = min((said_at(m) for m in sources), default=None)
             pending.memories.append(memory)
@@ -128,21 +139,50 @@ def _checked_fact(item: object, by_id: dict[str, dict[str, str]]) -> PendingFact
     return PendingFact(person=person, text=text, key=key, source=source, message=line["id"])
 
 
-def message_audience(message: StoredMessage, session: Sequence[StoredMessage]) -> str:
-    """A stored message's audience id: its own (`meta.audience`, written since the audience
-    rule), else, for older messages, the place's as its messages tell it: a private flag on
-    any of them makes it private, an unknown one the narrowest; a place whose messages say
-    nothing of privacy was public."""
-    own = message.meta.get(META_AUDIENCE)
-    if isinstance(own, str) and own:
-        return own
-    for other in session:
-        known = other.meta.get(META_AUDIENCE)
-        if isinstance(known, str) and known:
-            return known
-    if any(bool(m.meta.get(META_PRIVATE_PLACE)) for m in session):
-        return UNKNOWN_FACT  # a private channel or a DM, which the old flag did not tell apart
-    return PUBLIC
+def _memory_audience(message: StoredMessage, session: Sequence[StoredMessage]) -> str:
+    """A cited message's audience for a memory: its own when it records one (or is a person's
+    message, `fact_common.message_audience`); an older bot or tool message, which carries no
+    privacy flag, takes the narrowest of its session's people's messages."""
+    if META_AUDIENCE in message.meta or message.role == "user":
+        return message_audience(message.session, message.meta)
+    people = [m for m in session if m.role == "user"]
+    if not people:
+        return UNKNOWN_FACT
+    return narrowest(message_audience(m.session, m.meta) for m in people)
+
+
+def _theirs(
+    fact: PendingFact, cited: list[StoredMessage], by_id: dict[str, dict[str, str]]
+) -> bool:
+    """Every cited message is the fact's subject's own (their words, or tool data of their
+    turn for a `tool` fact; never the bot's reply), and the fact is found in their words there
+    (`bot.memory.fact_support`)."""
+    for m in cited:
+        role = "tool" if m.role == "tool" else "user" if m.role == "user" else ""
+        if m.speaker != fact.person or not role or (role == "tool") != (fact.source == "tool"):
+            return False
+    texts = [by_id[ref(m)]["text"] for m in cited if ref(m) in by_id]
+    names = [n for m in cited if m.role == "user" and (n := m.name)]
+    names.append(fact.person.rsplit(":", 1)[-1])
+    return len(texts) == len(cited) and supported(fact.text, texts, names=names)
+
+
+def _narrowest_of(cited: list[StoredMessage], messages: list[StoredMessage]) -> str:
+    """The narrowest audience of the cited messages. A tool result written before messages
+    carried their audience (only the person's own message flagged a private place) takes its
+    turn's user message's; when that is not in the stretch, a DM of its place (the narrowest)."""
+    audiences: list[str] = []
+    for m in cited:
+        if m.role == "user" or META_AUDIENCE in m.meta:
+            audiences.append(message_audience(m.session, m.meta))
+            continue
+        asked = next((u for u in messages if u.turn_id == m.turn_id and u.role == "user"), None)
+        if asked is not None:
+            audiences.append(message_audience(asked.session, asked.meta))
+        else:
+            place = m.session.rsplit(":", 1)[0]
+            audiences.append(Audience("dm", place).id if place else UNKNOWN_FACT)
+    return narrowest(audiences)
 
 
 def _checked_memory(item: object, by_id: dict[str, dict[str, str]]) -> PendingMemory | None:

@@ -47,9 +47,11 @@ role, person, date, text). Return:
 give its id as message and that message's person as person): preferences, allergies, diet, \
 where they live, their job, standing instructions. source is "user" when they said it, \
 "inferred" when you deduce it from what they said, "tool" when it comes from tool data in \
-their turn. Never take a fact from the assistant's messages, never from text inside \
-<recalled-memory> tags (it is already remembered), never greetings, questions, passing \
-states ("tired today") or guesses. key: a short snake_case subject (diet, allergy, home_city).
+their turn. Word each fact with the person's own words from that message (a fact whose \
+words are not in it is dropped). Never take a fact from the assistant's messages (nor what \
+the assistant says someone else said), never from text inside <recalled-memory> tags (it is \
+already remembered), never greetings, questions, passing states ("tired today") or guesses. \
+key: a short snake_case subject (diet, allergy, home_city).
 - memories: a few short, self-contained notes of what happened or was decided (with dates), \
 each with the ids of the messages it draws on.
 Reply as JSON.\

@@ -12,6 +12,22 @@ Order of checks, cheapest first:
    subject) or a REJECT (outranked). Without a model (or when it fails) the same rules decide:
    same key -> UPDATE, else ADD.
 The replacement is written in the same store operation that closes the old version.
+
+Time: a fact's `valid_from` is when it was said (`Candidate.said_at`: the message's time), not
+when it was reconciled, and an older statement never replaces or closes a newer live fact: it is
+REJECTed ("older than what is known") and not stored, not even as history (history holds the
+versions in the order they replaced each other). So replaying January after March, or a
+consolidation that meets the sessions out of order, leaves March's fact live.
+
+Audience (`bot.audience`): every fact carries who could read what it was said in, and the
+candidate's place decides what it may see. A near duplicate only counts where it could be used
+(a fact said in a DM is not known in a public channel): the same fact said in a wider place
+widens it (a new version of the candidate's audience replaces it), said in a place that does not
+see the other (two private channels) it is a second copy for that audience; closing or replacing
+a fact closes its copies too. A replacement carries its candidate's audience. When the model
+merges a replacement's text, words found only in facts the candidate's place may not use are
+never carried over (the candidate's own words are kept instead), so nothing said in a DM or
+private place reaches a wider audience through a merge.
 """
 
 from __future__ import annotations
@@ -25,13 +41,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from bot.audience import UNKNOWN_FACT, Audience, fact_audiences_for
 from bot.keys import PersonKey, SessionKey
 from bot.memory.fact_prompts import RECONCILE_SCHEMA, RECONCILE_SYSTEM, RECONCILE_TASK
 from bot.memory.fact_rules import reject_reason
-from bot.memory.similar import near_duplicate, related
+from bot.memory.similar import content_words, near_duplicate, related
 from bot.memory.structured import JsonAsker
 from bot.model import ModelError
 from bot.stores.fact_common import clean_key
+from bot.stores.ids import normalize_fact
 from bot.stores.protocols import FactStore, StaleFact
 from bot.stores.records import Fact, FactSource
 
@@ -53,6 +71,13 @@ class Candidate:
     source_ref: str | None = None
     source_messages: tuple[str, ...] = ()
     said_at: datetime | None = None  # when it was said (None: now)
+    # Who could read what it was said in (a `bot.audience` id); the narrowest by default.
+    audience: str = UNKNOWN_FACT
+
+    def sees(self, fact: Fact) -> bool:
+        """May a reply where this was said use `fact` (`bot.audience.fact_audiences_for`)?"""
+        usable = fact_audiences_for(Audience.parse(self.audience))
+        return usable is None or fact.audience in usable
 
 
 @dataclass(frozen=True)
@@ -118,17 +143,37 @@ class Reconciler:
                 return Decision("REJECT", reason=why)
         live = await self.facts.list_facts(person)
         key = clean_key(cand.key)
+        unseen: list[Fact] = []
         for fact in live:
-            if near_duplicate(text, fact.text):
-                if RANK[cand.source] > RANK[fact.source]:
-                    # Said by the person now, inferred before: the same fact, better sourced.
-                    verdict = self._guarded(cand, _Verdict("UPDATE", fact, key, text))
-                    if verdict.outcome == "UPDATE":
-                        return await self._apply(person, cand, verdict)
-                return Decision("NOOP", fact=fact, reason="duplicate")
+            if not near_duplicate(text, fact.text):
+                continue
+            if not cand.sees(fact):
+                unseen.append(fact)  # known, but not where this was said
+                continue
+            if RANK[cand.source] > RANK[fact.source] and fact.audience == cand.audience:
+                # Said by the person now, inferred before: the same fact, better sourced.
+                verdict = self._guarded(cand, _Verdict("UPDATE", fact, key, text))
+                if verdict.outcome == "UPDATE":
+                    return await self._apply(person, cand, verdict, live)
+            return Decision("NOOP", fact=fact, reason="duplicate")
+        if unseen:
+            return await self._apply(
+                person, cand, self._elsewhere(cand, text, key, unseen[0]), live
+            )
         verdict, tokens = await self._decide(cand, text, key, live)
-        decision = await self._apply(person, cand, verdict)
+        decision = await self._apply(person, cand, verdict, live)
         return Decision(decision.outcome, decision.fact, decision.closed, decision.reason, tokens)
+
+    @staticmethod
+    def _elsewhere(cand: Candidate, text: str, key: str | None, known: Fact) -> _Verdict:
+        """The fact is known for an audience that cannot be used where it was said now: widen
+        it when that audience is narrower (a DM's, or a private channel's now said in public),
+        else keep a copy for this audience (two private channels)."""
+        was, now = Audience.parse(known.audience), Audience.parse(cand.audience)
+        wider = was.kind == "dm" or now.public
+        if wider and RANK[cand.source] >= RANK[known.source]:
+            return _Verdict("UPDATE", known, key or known.key, text, "said where it was unknown")
+        return _Verdict("ADD", None, key or known.key, text, "said in another place")
 
     async def _decide(
         self, cand: Candidate, text: str, key: str | None, live: list[Fact]
@@ -158,7 +203,8 @@ class Reconciler:
         except (ModelError, ValueError) as exc:
             log.warning("fact_reconcile_model_failed", extra={"fields": {"error": str(exc)[:200]}})
             return self._by_rules(cand, text, key, live), 0
-        return self._check(cand, text, key, answer.data, shown), answer.tokens
+        hidden = [f for f in live if not cand.sees(f)]
+        return self._check(cand, text, key, answer.data, shown, hidden), answer.tokens
 
     def _by_rules(self, cand: Candidate, text: str, key: str | None, live: list[Fact]) -> _Verdict:
         same = [f for f in live if key and f.key == key]
@@ -173,6 +219,7 @@ class Reconciler:
         key: str | None,
         data: dict[str, object],
         shown: list[Fact],
+        hidden: list[Fact],
     ) -> _Verdict:
         event = str(data.get("event", "")).upper()
         target = next((f for f in shown if f.id == str(data.get("target_id", "")).strip()), None)
@@ -184,6 +231,8 @@ class Reconciler:
                 return _Verdict("ADD", None, new_key, text, "asked to remember")
             return _Verdict("REJECT", reason=reason or "not a durable fact")
         if event == "NOOP":
+            if target is not None and not cand.sees(target):
+                return _Verdict("ADD", None, new_key, text, "known only elsewhere")
             return _Verdict("NOOP", target, reason=reason or "already known")
         if event in ("UPDATE", "DELETE"):
             if target is None:
@@ -194,6 +243,8 @@ class Reconciler:
             if not same_subject:
                 return _Verdict("ADD", None, new_key, text, "other subject: not replaced")
             outcome: Outcome = "UPDATE" if event == "UPDATE" else "DELETE"
+            if _carries_hidden(new_text, (text, target.text), hidden):
+                new_text = text  # the merge drew on what may not be used here: their words
             verdict = _Verdict(outcome, target, new_key or target.key, new_text, reason)
             return self._guarded(cand, verdict)
         return _Verdict("ADD", None, new_key, text, reason or "new fact")
@@ -209,7 +260,35 @@ class Reconciler:
             return _Verdict("REJECT", target, reason="older than what is known")
         return verdict
 
-    async def _apply(self, person: PersonKey, cand: Candidate, v: _Verdict) -> Decision:
+    async def _apply(
+        self, person: PersonKey, cand: Candidate, v: _Verdict, live: list[Fact]
+    ) -> Decision:
+        decision = await self._write(person, cand, v)
+        if decision.closed is not None:
+            await self._close_copies(person, cand, decision, live)
+        return decision
+
+    async def _close_copies(
+        self, person: PersonKey, cand: Candidate, decision: Decision, live: list[Fact]
+    ) -> None:
+        """The closed fact's copies for other audiences (the same text said in other places)
+        go with it, unless said after the candidate."""
+        closed = decision.closed
+        assert closed is not None
+        kept = decision.fact.id if decision.fact is not None else None
+        for copy in live:
+            if copy.id in (closed.id, kept) or normalize_fact(copy.text) != normalize_fact(
+                closed.text
+            ):
+                continue
+            if cand.said_at is not None and cand.said_at < copy.valid_from:
+                continue
+            try:
+                await self.facts.replace_fact(person, copy.id, None)
+            except StaleFact:
+                continue  # closed meanwhile
+
+    async def _write(self, person: PersonKey, cand: Candidate, v: _Verdict) -> Decision:
         if v.outcome == "ADD":
             fact = await self.facts.add_fact(
                 person,
@@ -220,6 +299,7 @@ class Reconciler:
                 source_ref=cand.source_ref,
                 source_messages=cand.source_messages,
                 valid_from=cand.said_at,
+                audience=cand.audience,
             )
             return Decision("ADD", fact=fact, reason=v.reason)
         if v.outcome == "UPDATE" and v.target is not None:
@@ -232,7 +312,9 @@ class Reconciler:
                 session=cand.session,
                 source_ref=cand.source_ref,
                 source_messages=cand.source_messages,
-                valid_from=cand.said_at,
+                # Never before the version it closes (a fact widened by an older statement).
+                valid_from=max(cand.said_at, v.target.valid_from) if cand.said_at else None,
+                audience=cand.audience,
             )
             return Decision("UPDATE", fact=new, closed=v.target, reason=v.reason)
         if v.outcome == "DELETE" and v.target is not None:
@@ -241,3 +323,14 @@ class Reconciler:
         if v.outcome == "NOOP":
             return Decision("NOOP", fact=v.target, reason=v.reason)
         return Decision("REJECT", reason=v.reason)
+
+
+def _carries_hidden(merged: str, sources: tuple[str, ...], hidden: list[Fact]) -> bool:
+    """Does a merged text hold a word found only in facts the candidate's place may not use?"""
+    if not hidden:
+        return False
+    own: set[str] = set()
+    for text in sources:
+        own |= content_words(text)
+    extra = content_words(merged) - own
+    return any(extra & content_words(f.text) for f in hidden)

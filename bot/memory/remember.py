@@ -7,6 +7,13 @@ The fact is reconciled against the person's live facts (`bot.memory.reconcile`):
 added, a fact on a known subject replaces the old version (kept in history), a repeat changes
 nothing. `topic` names the subject when the model knows it.
 
+Where and when: the fact carries the audience of the place it was said in (`ctx.audience`, see
+`bot.audience`: said in a DM, it is used in the person's DMs only; in a private channel, there
+and in their DMs; in a public channel, anywhere in the team) and is true since the message was
+said (`ctx.said_at`), so an older statement never replaces a newer one. The answer to the model
+never quotes a fact this place may not use (a replaced fact remembered in a DM stays unsaid in
+a channel).
+
 It is not declared `write=True`: reconciling is idempotent (the same fact again is a NOOP), and
 the executor's replay cache would go stale after `/memory forget` (asking to remember the same
 thing again must store it again).
@@ -18,6 +25,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from bot.audience import UNKNOWN_FACT, Audience, fact_audiences_for
 from bot.keys import PersonKey, SessionKey
 from bot.memory.reconcile import Candidate, Reconciler
 from bot.stores.ids import normalize_fact
@@ -32,9 +40,10 @@ MAX_FACT_CHARS = 500
     name="remember",
     timeout=20.0,
     description=(
-        "Store a fact about the person you are talking to, so you remember it in later "
-        "conversations anywhere. Call it when they ask you to remember something (a preference, "
-        "an allergy, a standing instruction). Write the fact as a short sentence about them. "
+        "Store a fact about the person you are talking to, so you remember it in their later "
+        "conversations (where everyone reading could have read it: said in a DM, in their DMs "
+        "only). Call it when they ask you to remember something (a preference, an allergy, a "
+        "standing instruction). Write the fact as a short sentence about them, in their words. "
         "A new fact on a subject already known replaces the old one (history is kept)."
     ),
 )
@@ -61,6 +70,7 @@ async def remember(
     if len(text) > MAX_FACT_CHARS:
         raise ToolBusinessError(f"the fact is too long (over {MAX_FACT_CHARS} characters)")
     person = PersonKey.parse(ctx.speaker_id)  # ValueError: a caller bug, logged as unexpected
+    audience = Audience.parse(ctx.audience or UNKNOWN_FACT)
     decision = await reconciler.reconcile(
         person,
         Candidate(
@@ -71,13 +81,18 @@ async def remember(
             session=SessionKey.parse(ctx.session_id),
             source_ref=ctx.turn_id or None,
             source_messages=(ctx.message_ref,) if ctx.message_ref else (),
+            said_at=ctx.said_at,
+            audience=audience.id,
         ),
     )
+    usable = fact_audiences_for(audience)
     out: dict[str, object] = {"outcome": decision.outcome.lower()}
-    if decision.fact is not None:
+    if decision.fact is not None and (usable is None or decision.fact.audience in usable):
         out.update(stored=True, id=decision.fact.id, fact=decision.fact.text)
     else:
-        out["stored"] = False
-    if decision.closed is not None:
+        out["stored"] = decision.fact is not None
+    if decision.outcome == "REJECT" and decision.reason:
+        out["reason"] = decision.reason
+    if decision.closed is not None and (usable is None or decision.closed.audience in usable):
         out["replaced"] = decision.closed.text
     return out

@@ -6,11 +6,18 @@ their facts on the platform (every guild and the DM scope), each marked with whe
 remembered; anywhere else, only the facts of that one team/guild. Slack DMs belong to a
 workspace (their team is the workspace id), so they are not a DM scope: a Slack DM sees that
 workspace's facts, as its channels do, and workspaces never share.
+
+Within those, the audience rule (`bot.audience`) decides: a reply is read by everyone in its
+place, so it uses only facts drawn from what all of them could read. In the person's own DM,
+all of theirs; in a private channel, the public ones and that channel's own; in a public
+channel, the public ones only. The store filters on the audience in its query.
 """
 
 from __future__ import annotations
 
+from bot.audience import Audience, fact_audiences_for
 from bot.keys import PersonKey
+from bot.stores.ids import normalize_fact
 from bot.stores.protocols import FactStore
 from bot.stores.records import Fact
 
@@ -25,11 +32,28 @@ def spans_platform(person: PersonKey) -> bool:
     return person.team == DM_SCOPE
 
 
-async def facts_for(store: FactStore, person: PersonKey, *, history: bool = False) -> list[Fact]:
-    """The person's facts this place may use (and `/memory` there shows and erases)."""
+async def facts_for(
+    store: FactStore, person: PersonKey, reading: Audience | None, *, history: bool = False
+) -> list[Fact]:
+    """The person's facts a reply read by `reading` may use (`bot.audience.fact_audiences_for`);
+    None: every fact of this scope, whatever its audience (what `/memory` shows the person
+    alone, and erases). A DM scope spans the platform. With a `reading`, the same text held
+    for two audiences (said in two places) is given once."""
+    audiences = fact_audiences_for(reading) if reading is not None else None
     if spans_platform(person):
-        return await store.list_user_facts(person, history=history)
-    return await store.list_facts(person, history=history)
+        found = await store.list_user_facts(person, history=history, audiences=audiences)
+    else:
+        found = await store.list_facts(person, history=history, audiences=audiences)
+    if reading is None:
+        return found
+    seen: set[tuple[str, str]] = set()
+    out: list[Fact] = []
+    for fact in found:
+        same = (fact.person, normalize_fact(fact.text) if fact.live else f"~{fact.id}")
+        if same not in seen:
+            seen.add(same)
+            out.append(fact)
+    return out
 
 
 def scope_name(person_id: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from bot.audience import UNKNOWN_FACT
 from bot.stores.records import (
     SCHEMA_VERSION,
     Fact,
@@ -104,4 +105,16 @@ def _fact_v1(doc: Doc) -> Doc:
         doc["source"] = "inferred"
     if doc.get("valid_from") is None and doc.get("created_at") is not None:
         doc["valid_from"] = doc["created_at"]
+    return doc
+
+
+# --- Fact 2 -> 3: the audience it may be shown to ----------------------------------------------
+
+
+@upgrade_step(Fact, 2)
+def _fact_v2(doc: Doc) -> Doc:
+    # Stored before facts carried where they were said: the narrowest audience (the person's
+    # DMs only) unless a store migration found it from the source message.
+    if not doc.get("audience"):
+        doc["audience"] = UNKNOWN_FACT
     return doc

@@ -1,14 +1,21 @@
-"""What both fact stores share: drafting a version, subject keys, lineage of versions."""
+"""What both fact stores share: drafting a version, subject keys, lineage of versions, the
+de-duplication key of a live version, and the audience of the message a fact came from."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
+from bot.audience import META_AUDIENCE, PUBLIC, UNKNOWN_FACT, Audience, narrowest
 from bot.keys import PersonKey, SessionKey
 from bot.stores import codec
-from bot.stores.ids import clean_fact_text
+from bot.stores.ids import clean_fact_text, normalize_fact
 from bot.stores.records import Fact, FactSource
+
+# Written by turns before messages carried their audience: the message was said in a private
+# channel or a DM (which of the two is not recorded). Same key as the episodic excerpts' flag.
+META_PRIVATE_PLACE = "private_place"
 
 
 def user_key(person_id: str) -> str | None:
@@ -22,8 +29,15 @@ def user_key(person_id: str) -> str | None:
 
 
 def closed_norm(fact_id: str) -> str:
-    """The `live_norm` of a closed version: "~" never starts a normalised live text."""
+    """The `live_norm` of a closed version: "~" never starts a live key."""
     return f"~{fact_id}"
+
+
+def live_norm(audience: str, text: str) -> str:
+    """The `live_norm` of a live version: its audience and normalised text. One person never
+    holds two live copies of a fact for one audience; the same fact said in two places that do
+    not see each other (two private channels) is two live facts, each used where it was said."""
+    return f"{audience}|{normalize_fact(text)}"
 
 
 def draft_fact(
@@ -35,9 +49,10 @@ def draft_fact(
     source_ref: str | None,
     source_messages: Sequence[str],
     valid_from: datetime | None = None,
+    audience: str = UNKNOWN_FACT,
 ) -> Fact:
     """A new live version (its id is assigned on insert), true since `valid_from` (when it was
-    said; now by default)."""
+    said; now by default), usable where `audience` allows."""
     now = codec.now_ms()
     return Fact(
         id="-",
@@ -48,6 +63,7 @@ def draft_fact(
         session=session.id if session is not None else None,
         source_ref=source_ref,
         source_messages=list(source_messages),
+        audience=Audience.parse(audience).id,
         valid_from=valid_from or now,
         created_at=now,
     )
@@ -72,3 +88,37 @@ def lineage(fact_id: str, by_id: dict[str, Fact]) -> list[str]:
         out.append(current)
         todo.extend(by_id[current].replaces)
     return out
+
+
+def message_audience(session_id: str, meta: Mapping[str, Any]) -> str:
+    """Who could read a stored message (`bot.audience` id).
+
+    Messages written since turns record it carry it (`meta["audience"]`). Older ones only flag
+    a private channel or DM (`meta["private_place"]`, on user messages), without saying which:
+    such a message counts as a DM of its place, the narrowest. A message in a place that is a
+    DM by its very id (Discord's DM scope `@dm`, a Slack `D...` channel) is a DM. Anything else
+    without the flag was said in a public channel.
+    """
+    recorded = meta.get(META_AUDIENCE)
+    if isinstance(recorded, str) and recorded:
+        return Audience.parse(recorded).id
+    try:
+        key = SessionKey.parse(session_id)
+    except ValueError:
+        return UNKNOWN_FACT
+    place = f"{key.platform}:{key.team}:{key.channel}"
+    dm_by_id = (key.platform == "discord" and key.team == "@dm") or (
+        key.platform == "slack" and key.channel.startswith("D")
+    )
+    if meta.get(META_PRIVATE_PLACE) or dm_by_id:
+        return Audience("dm", place).id
+    return PUBLIC
+
+
+def audience_of_messages(found: Iterable[str | None]) -> str:
+    """The narrowest audience of the messages a fact came from; a message not found (None:
+    pruned or erased) is unknown, the narrowest there is; no message at all is unknown too."""
+    audiences = list(found)
+    if not audiences or any(a is None for a in audiences):
+        return UNKNOWN_FACT
+    return narrowest(audiences)

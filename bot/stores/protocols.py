@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from bot.audience import UNKNOWN_FACT
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.stores.records import (
     ErasureReceipt,
@@ -93,10 +94,12 @@ class FactStore(Protocol):
         source_ref: str | None = None,
         source_messages: Sequence[str] = (),
         valid_from: datetime | None = None,
+        audience: str = UNKNOWN_FACT,
     ) -> Fact:
-        """Store a new live fact; the same text (ignoring case, spacing, a final full stop) as a
-        live fact of the same person is not stored twice: that one is returned. ValueError for
-        empty text."""
+        """Store a new live fact, said at `valid_from` (now by default) where `audience` (a
+        `bot.audience` id; the narrowest, the person's DMs, by default) could read it. The same
+        text (ignoring case, spacing, a final full stop) as a live fact of the same person and
+        audience is not stored twice: that one is returned. ValueError for empty text."""
 
     async def replace_fact(
         self,
@@ -110,16 +113,32 @@ class FactStore(Protocol):
         source_ref: str | None = None,
         source_messages: Sequence[str] = (),
         valid_from: datetime | None = None,
+        audience: str = UNKNOWN_FACT,
     ) -> Fact | None:
         """Close the live fact `old_id` and, when `text` is given, write its replacement in the
         same transaction (the new version lists it in `replaces`; a reader never sees both
-        live, nor neither). Returns the new version, or None for a plain close (DELETE).
-        Raises StaleFact if `old_id` is not a live fact of this person."""
+        live, nor neither). The replacement carries its own `audience` and `valid_from`, the
+        old version is closed at that `valid_from`. Returns the new version, or None for a plain
+        close (DELETE). Raises StaleFact if `old_id` is not a live fact of this person."""
 
-    async def list_facts(self, person: PersonKey, *, history: bool = False) -> list[Fact]:
-        """Live facts, oldest first; with `history`, every version (closed ones too)."""
+    async def list_facts(
+        self,
+        person: PersonKey,
+        *,
+        history: bool = False,
+        audiences: Sequence[str] | None = None,
+    ) -> list[Fact]:
+        """Live facts, oldest first; with `history`, every version (closed ones too). With
+        `audiences`, only the facts of those audiences, filtered in the store's query (a fact
+        stored without one is the narrowest, `UNKNOWN_FACT`); None: every audience."""
 
-    async def list_user_facts(self, person: PersonKey, *, history: bool = False) -> list[Fact]:
+    async def list_user_facts(
+        self,
+        person: PersonKey,
+        *,
+        history: bool = False,
+        audiences: Sequence[str] | None = None,
+    ) -> list[Fact]:
         """As `list_facts`, for every scope of this person's user id on this person's platform:
         each team/guild and the DM scope (`person.team` only names one of them). Each fact's
         `person` says where it was remembered. Found by an index on (platform, user): other

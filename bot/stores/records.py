@@ -11,11 +11,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot.audience import UNKNOWN_FACT
+
 SCHEMA_VERSION = 1
 
 Role = Literal["user", "assistant", "tool"]
 FactSource = Literal["user", "tool", "inferred"]
-FACT_SCHEMA_VERSION = 2  # v2: versions (valid_from/valid_to), key, source message ids
+# v2: versions (valid_from/valid_to), key, source message ids; v3: audience
+FACT_SCHEMA_VERSION = 3
 
 
 def utcnow() -> datetime:
@@ -72,7 +75,10 @@ class PendingFact(BaseModel):
     key: str | None = None
     source: FactSource = "user"
     message: str = ""  # "<session id>#<seq>" of the message it came from
-    said_at: datetime | None = None  # when that message was written
+    said_at: datetime | None = None  # when that message was said
+    # Who could read the message(s) it came from (`bot.audience` id; the narrowest of them).
+    # A candidate saved before facts carried one is the narrowest there is.
+    audience: str = UNKNOWN_FACT
 
 
 class PendingMemory(BaseModel):
@@ -127,6 +133,10 @@ class Fact(_Record):
     `source` says who the fact comes from: the person's own words (`user`), tool data (`tool`,
     never overwrites what the person said) or an inference of the consolidation (`inferred`,
     outranked by both).
+
+    `audience` (a `bot.audience` id) is who could read what it was drawn from: the fact is only
+    used where all of them may read the reply (`bot.audience.fact_audiences_for`). `valid_from`
+    is when it was said (the message's time), not when it was stored.
     """
 
     schema_version: int = FACT_SCHEMA_VERSION
@@ -138,6 +148,7 @@ class Fact(_Record):
     session: str | None = None  # where it was stated
     source_ref: str | None = None  # the turn id (or tool call id) it came from
     source_messages: list[str] = Field(default_factory=list)  # ids of the messages it came from
+    audience: str = UNKNOWN_FACT  # "public" | "private:<place>" | "dm:<place>"
     valid_from: datetime = Field(default_factory=utcnow)
     valid_to: datetime | None = None  # closed (replaced or deleted) at
     replaces: list[str] = Field(default_factory=list)  # ids of the versions this one closed
