@@ -2,34 +2,42 @@
 
 A verification no memory product offers: after `/memory forget all`, scan every store for what
 was said, not just the rows the code knows about.
-- SQLite: every `*.db` file in the data directory. Its raw bytes page by page, free pages
-  included (what `secure_delete` and the WAL checkpoint must have zeroed), and the raw bytes of
-  its write-ahead log; then the rows of every table as they read with the WAL's committed
-  frames applied (a row written but not yet checkpointed is seen).
+- SQLite: every `*.db` file in the data directory: its raw bytes page by page, free pages
+  included (what `secure_delete` and the WAL checkpoint must have zeroed), the raw bytes of its
+  write-ahead log, and the rows of every table as a reader sees them, the WAL's committed frames
+  applied (a row written but not yet checkpointed is seen).
 - MongoDB: every document of every collection of the bot's database (the memory index's too).
 - Redis: every key under the bot's prefix (names and values, the inbox's streams too), and the
   in-process cache.
 - Records keyed to the person (facts, messages, tool-call logs) even if the phrase is not given
   verbatim. Deletion receipts are expected to stay (they hold counts, never content).
 
-Matching is the way people type (`bot.textfold`, the folding the erasure uses): Unicode
-compatibility normalisation and case folding on both sides, whitespace runs as one space, so
-`Straße` finds `STRASSE` and a composed `é` finds `e` + a combining accent (accents are kept:
-`resume` does not find `résumé`). Stored text is read the way the stores write it: raw bytes as
-UTF-8 (bytes that are not UTF-8 stand for themselves and match nothing typed), and JSON string
-escapes (`\\u00df`, `\\"`, `\\n`, nested up to three levels) read as the characters they stand
-for, besides the text as written. A phrase that straddles two pages is found (each page is read
-with the next bytes after it; a match longer than that is still reported, for the file).
+What matches: exactly what `bot.textfold.contains` matches (the folding the erasure uses), on
+both sides: Unicode compatibility decomposition and case folding, whitespace runs as one space.
+`Straße`, `STRASSE` and `strasse` find each other; a composed `é` and `e` + a combining accent
+find each other; accents are kept (`resume` does not find `résumé`); no word boundaries (`orca`
+finds `orca-5150`). Stored text is read the way the stores write it: bytes as UTF-8 (a byte that
+is not UTF-8 stands for itself and matches nothing typed), and each text also with its JSON
+string escapes read (`\u00df` as `ß`, `\"`, `\n`; JSON in JSON, up to three levels), so
+`json.dumps` output and pydantic's raw UTF-8 are both searched. Raw bytes are read a page at a
+time with the next bytes after it (a phrase straddling two pages or a UTF-8 character split by a
+page boundary is found, named by the page it starts in, or the one before when it sits at the
+very start of a page); a match spread over more bytes than that (words apart by a long whitespace
+run) is still reported, for the pages around it. Bytes
+split by SQLite itself (a long text continued on an overflow page elsewhere in the file) are
+found in the rows, not in the raw pages.
 
-The audit creates and changes nothing: files are read as bytes (SQLite never opens them, so no
-`-wal`/`-shm` file appears and no lock is taken; the rows are read from an in-memory image), and
-MongoDB and Redis are only read. A store it cannot read (a missing data directory, a file it may
-not read, a server that does not answer) is an `AuditError`: the audit never says "nowhere" for
-what it could not see.
+What it guarantees: it creates and changes nothing. Files are only read as bytes: SQLite never
+opens them (no `-wal`/`-shm` file appears, no lock is taken, a running bot is not blocked); the
+rows are read from an in-memory copy. MongoDB and Redis are only read (no key, collection or
+database appears). And it never says "nowhere" about what it could not see: a missing data
+directory, a file it may not read or that is not a database, a server that does not answer are an
+`AuditError` (the CLI's exit 3).
 
-Cost: one C-speed pass per text form (decoding, `str.translate` through a per-character table of
-`bot.textfold.fold`) rules out text that cannot hold the phrase; the exact folding runs only on
-what passes, in windows of bounded size.
+Cost: a C-speed pass per text form (decoding, then `str.translate` through a table of `fold` per
+character) rules out text that cannot hold the phrase; the exact folding runs only on what
+passes, in bounded windows. Memory: a database file, its WAL and the in-memory copy (about
+twice the largest database), plus 8 MiB blocks of decoded text.
 """
 
 from __future__ import annotations
@@ -52,6 +60,8 @@ _KEEP_COLLECTIONS = frozenset({"erasure_receipts"})
 _WINDOW = 1 << 16  # characters folded at once when a long text passes the quick test
 _ESCAPE_LEVELS = 3  # JSON inside JSON inside JSON
 _SEP = "\x00"  # between fields of one record: matches nothing typed, not whitespace
+_ROW_BATCH = 2000  # rows asked together first
+_BLOCK = 1 << 23  # bytes of a file decoded at once (a multiple of every SQLite page size)
 
 
 @dataclass(frozen=True)
@@ -68,16 +78,17 @@ class AuditError(Exception):
 # --- matching ----------------------------------------------------------------------------------
 
 
-class _FoldTable(dict[int, str]):
+class _FoldTable(dict[int, str | None]):
     """`str.translate` table: each character to `fold(character)` without spaces. `fold` folds
     text character by character (only whitespace runs interact), so `text.translate(table)` is
     `fold(text)` with its spaces removed, at C speed; and a folded phrase that occurs in
-    `fold(text)` occurs, spaces removed, in `text.translate(table)`."""
+    `fold(text)` occurs, spaces removed, in `text.translate(table)`. (None, not "", deletes:
+    it keeps CPython's fast path for ASCII text.)"""
 
-    def __missing__(self, code: int) -> str:
+    def __missing__(self, code: int) -> str | None:
         if len(self) > 200_000:  # decoded junk can name many characters; keep the table bounded
             self.clear()
-        folded = fold(chr(code)).replace(" ", "")
+        folded = fold(chr(code)).replace(" ", "") or None
         self[code] = folded
         return folded
 
@@ -210,33 +221,55 @@ def _read(path: Path) -> bytes:
         raise AuditError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
+def _read_wal(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None  # none, or removed by the last connection's close meanwhile
+    except OSError as exc:
+        raise AuditError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
 def _read_db(path: Path) -> tuple[bytes, bytes | None]:
     """The database file and its WAL (None when there is none), read as one consistent pair:
     the WAL is read before and after the file and must not have changed in between (a
     checkpoint or a commit meanwhile: read again)."""
     wal_path = path.with_name(path.name + "-wal")
     for _ in range(5):
-        before = _read(wal_path) if wal_path.exists() else None
+        before = _read_wal(wal_path)
         data = _read(path)
-        after = _read(wal_path) if wal_path.exists() else None
+        after = _read_wal(wal_path)
         if before == after:
             return data, after
     raise AuditError(f"cannot read {path}: it kept changing while read (is the bot writing?)")
 
 
+def _blocks(data: bytes, m: Matcher) -> Iterator[tuple[int, int]]:
+    """The [start, end) blocks of `data` that hold the phrase, each read with the `reach_bytes`
+    after it (bounded memory: a block is decoded at a time, never the whole file)."""
+    for start in range(0, len(data), _BLOCK):
+        if m.found_in_bytes(data[start : start + _BLOCK + m.reach_bytes]):
+            yield start, min(start + _BLOCK, len(data))
+
+
 def _raw_findings(path: Path, data: bytes, wal: bytes | None, m: Matcher) -> list[Finding]:
     findings: list[Finding] = []
-    if m.found_in_bytes(data):
-        page_size = _page_size(data)
-        free = _free_pages(data, page_size)
-        for page in range((len(data) + page_size - 1) // page_size):
-            chunk = data[page * page_size : (page + 1) * page_size + m.reach_bytes]
-            if m.found_in_bytes(chunk):
-                kind = "free page" if page + 1 in free else "page"
-                findings.append(Finding("sqlite", f"{path.name} {kind} {page + 1}"))
-        if not findings:  # longer than what is read past a page (long whitespace runs)
-            findings.append(Finding("sqlite", f"{path.name} (across pages)"))
-    if wal is not None and m.found_in_bytes(wal):
+    page_size = _page_size(data)
+    free = _free_pages(data, page_size)
+    for start, end in _blocks(data, m):
+        pages = range(start // page_size, (end + page_size - 1) // page_size)
+        hits = [
+            page
+            for page in pages
+            if m.found_in_bytes(data[page * page_size : (page + 1) * page_size + m.reach_bytes])
+        ]
+        for page in hits:
+            kind = "free page" if page + 1 in free else "page"
+            findings.append(Finding("sqlite", f"{path.name} {kind} {page + 1}"))
+        if not hits:  # longer than what is read past a page (a long whitespace run inside)
+            where = f"{path.name} (across pages {pages[0] + 1}-{pages[-1] + 1})"
+            findings.append(Finding("sqlite", where))
+    if wal is not None and any(_blocks(wal, m)):
         findings.append(Finding("sqlite", f"{path.name}-wal (write-ahead log)"))
     return findings
 
@@ -255,7 +288,7 @@ def _wal_checksum(data: bytes, big_endian: bool, s0: int, s1: int) -> tuple[int,
     return s0, s1
 
 
-def with_wal(data: bytes, wal: bytes | None) -> bytes:
+def with_wal(data: bytes, wal: bytes | None) -> bytearray:
     """The database as a reader sees it: the file with the WAL's committed frames applied (the
     recovery SQLite runs: frames whose salts and running checksum hold, up to the last commit),
     marked as a rollback-journal database so it can be opened from memory."""
@@ -298,10 +331,12 @@ def with_wal(data: bytes, wal: bytes | None) -> bytes:
                         image[(number - 1) * page_size : number * page_size] = body
     if len(image) >= 100 and image[18:20] == b"\x02\x02":
         image[18:20] = b"\x01\x01"  # WAL needs shared memory; the in-memory copy needs none
-    return bytes(image)
+    return image
 
 
-def _row_findings(path: Path, image: bytes, m: Matcher, person: PersonKey | None) -> list[Finding]:
+def _row_findings(
+    path: Path, image: bytearray, m: Matcher, person: PersonKey | None
+) -> list[Finding]:
     if not image:
         return []  # an empty file: no tables
     conn = sqlite3.connect(":memory:")
@@ -319,11 +354,17 @@ def _row_findings(path: Path, image: bytes, m: Matcher, person: PersonKey | None
                 continue
             cols = [str(c[1]) for c in conn.execute(f'PRAGMA table_info("{table}")')]
             hits = keyed = 0
-            for row in conn.execute(f'SELECT * FROM "{table}"'):
-                if m.found_in(_text_of(*row)):
-                    hits += 1
-                elif person is not None and _keyed(dict(zip(cols, row, strict=False)), person):
-                    keyed += 1
+            cursor = conn.execute(f'SELECT * FROM "{table}"')
+            while batch := cursor.fetchmany(_ROW_BATCH):
+                texts = [_text_of(*row) for row in batch]
+                # Rows one after another (a separator no phrase holds): when the phrase is in
+                # none of them together, it is in none of them alone; else each row is asked.
+                together = m.found_in(_SEP.join(texts))
+                for row, text in zip(batch, texts, strict=True):
+                    if together and m.found_in(text):
+                        hits += 1
+                    elif person is not None and _keyed(dict(zip(cols, row, strict=False)), person):
+                        keyed += 1
             where = f"{path.name} table {table}"
             if hits:
                 findings.append(Finding("sqlite", where, f"{hits} row(s) hold the phrase"))
@@ -369,7 +410,9 @@ def scan_sqlite_dir(data_dir: Path, m: Matcher, person: PersonKey | None) -> lis
     for path in paths:
         data, wal = _read_db(path)
         findings += _raw_findings(path, data, wal, m)
-        findings += _row_findings(path, with_wal(data, wal), m, person)
+        image = with_wal(data, wal)
+        del data, wal  # one copy of a large file in memory at a time, besides SQLite's
+        findings += _row_findings(path, image, m, person)
     return findings
 
 

@@ -1,13 +1,15 @@
 """`bot memory audit --user PLATFORM:TEAM:USER --text PHRASE`: print where a phrase (or a record
 of that person) still occurs in any store the bot writes, matched the way people type it (see
-`bot.memory.audit`). Read-only: it opens nothing for writing and creates nothing (no file, no
-directory, no key, no collection).
+`bot.memory.audit` for what matches). Read-only: it opens nothing for writing and creates
+nothing (no file, no directory, no key, no collection, no database).
 
-Exit 0 found nowhere, 1 found, 2 bad input (one line on stderr), 3 a store unreadable: a store
-the configuration names that cannot be read, an unreachable MongoDB or Redis, or a missing
-BOT_DATA_DIR when the configuration keeps files there (`bot.db` without MONGODB_URI; `inbox.db`
-with MongoDB and no Redis, unless BOT_INBOX=off). The audit never says "nowhere" about what it
-could not see."""
+Exit 0 found nowhere, 1 found, 2 bad input (a phrase over MAX_PHRASE characters is refused
+before it is read further; our message is one line on stderr, argparse's own errors add its
+usage line), 3 a store unreadable: an unreachable MongoDB or Redis, a file that cannot be read,
+or a BOT_DATA_DIR that is missing, not a directory, or without the file the configuration keeps
+there (`bot.db` without MONGODB_URI; `inbox.db` with MongoDB and no Redis, unless
+BOT_INBOX=off): a mistyped BOT_DATA_DIR must not read as "found nowhere". With MongoDB and Redis
+the bot keeps nothing there, so a missing BOT_DATA_DIR is simply not scanned."""
 
 from __future__ import annotations
 

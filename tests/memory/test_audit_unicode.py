@@ -173,7 +173,20 @@ def test_a_match_longer_than_the_overlap_is_still_reported(tmp_path: Path) -> No
     path = tmp_path / "x.db"
     path.write_bytes(fake_db([b"\x01" * 100 + b"STRASSE" + b"\n" * 100_000 + b"nord"]))
     hits = scan_sqlite_file(path, Matcher("Straße Nord"))
-    assert [f.where for f in hits] == ["x.db (across pages)"], hits
+    assert [f.where for f in hits] == ["x.db (across pages 1-25)"], hits
+
+
+def test_a_phrase_straddling_two_blocks_of_a_file_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A file is decoded a block at a time (8 MiB); here blocks of two pages, the phrase on the
+    # boundary between the first block's last page and the second block's first.
+    monkeypatch.setattr(audit_module, "_BLOCK", 2 * 4096)
+    second = b"\x02" * (4096 - 6) + b"Stra\xc3\x9f"
+    path = tmp_path / "x.db"
+    path.write_bytes(fake_db([b"\x01" * 100, second, b"e NORD", b""]))
+    hits = scan_sqlite_file(path, Matcher("strasse nord"))
+    assert [f.where for f in hits] == ["x.db page 2"], hits
 
 
 @pytest.mark.parametrize("shift", [-40, -12, -5, 0, 7])
@@ -324,6 +337,7 @@ def test_a_wal_past_its_last_commit_or_of_another_generation_is_not_applied(
     m = Matcher("STRASSE")
     image = audit_module.with_wal(data, wal)
     assert m.found_in(image.decode("utf-8", "surrogateescape"))
+    assert "Straße".encode() not in data  # the row is in the WAL only
     assert audit_module.with_wal(data, None) == audit_module.with_wal(data, b"")
     torn = wal[:-100]  # the last (commit) frame cut short: nothing committed remains
     assert not m.found_in(audit_module.with_wal(data, torn).decode("utf-8", "surrogateescape"))
@@ -427,6 +441,13 @@ def test_mongodb_and_redis_are_read_folded_and_left_as_they_were(
             assert where in hit.stdout, hit.stdout
         nowhere = audit_cli(data, "--user", USER, "--text", "Nebenstraße", **settings)
         assert nowhere.returncode == 0, nowhere.stdout + nowhere.stderr
+        unused = f"t{uuid.uuid4().hex[:10]}"  # a database nobody wrote: read, not created
+        empty = audit_cli(
+            data, "--user", USER, "--text", "Nebenstraße", **{**settings, "MONGODB_DB": unused}
+        )
+        assert empty.returncode == 0, empty.stdout + empty.stderr
+        assert unused not in mongo.list_database_names()
+        assert db_name in mongo.list_database_names()  # the listing can tell
 
         assert sorted(client.scan_iter(match=f"{redis_prefix}*")) == keys
         assert sorted(mongo[db_name].list_collection_names()) == collections
