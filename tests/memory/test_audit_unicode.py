@@ -482,6 +482,7 @@ async def test_bad_input_is_exit_2_in_one_line(
 ) -> None:
     for name in Settings.model_fields:
         monkeypatch.delenv(name.upper(), raising=False)
+    monkeypatch.chdir(tmp_path)  # no developer's .env either
     settings = Settings(bot_data_dir=tmp_path / "absent")
     code = await run_audit(settings, user, phrase)
     err = capsys.readouterr().err
