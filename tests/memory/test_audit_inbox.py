@@ -16,6 +16,7 @@ from bot.memory.audit import audit
 from bot.stores.inbox import InboxItem
 from bot.stores.inbox_redis import RedisInbox
 from bot.stores.inbox_sqlite import INBOX_FILENAME, SqliteInbox
+from bot.stores.sqlite import DB_FILENAME, SqliteStore
 from bot.stores.sqlite_worker import SqliteWorker
 from tests.memory.test_audit_cli import audit_cli
 
@@ -46,7 +47,7 @@ async def test_a_message_waiting_in_the_redis_inbox_is_found(
 
 
 @pytest.mark.redis
-def test_the_cli_scans_redis_under_bot_redis_prefix(
+async def test_the_cli_scans_redis_under_bot_redis_prefix(
     redis_url: str, redis_prefix: str, tmp_path: Path
 ) -> None:
     phrase = f"orca-{uuid.uuid4().hex[:8]}"
@@ -56,7 +57,7 @@ def test_the_cli_scans_redis_under_bot_redis_prefix(
     finally:
         client.close()
     data = tmp_path / "data"
-    data.mkdir()
+    await (await SqliteStore.open(data / DB_FILENAME)).close()  # the store, without Mongo
     hit = audit_cli(
         data, "--user", USER, "--text", phrase, REDIS_URL=redis_url, BOT_REDIS_PREFIX=redis_prefix
     )

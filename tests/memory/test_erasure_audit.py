@@ -12,7 +12,7 @@ import pytest
 from bot.app import BotApp
 from bot.core import CommandRequest
 from bot.keys import PersonKey
-from bot.memory.audit import Finding, audit, scan_sqlite_file
+from bot.memory.audit import Finding, Matcher, audit, scan_sqlite_file
 from tests.helpers import say
 
 ALICE = PersonKey("test", "T1", "UA")
@@ -90,5 +90,5 @@ def test_free_pages_and_the_wal_are_scanned(tmp_path: Path) -> None:
     conn.execute("DELETE FROM t")
     conn.commit()
     conn.close()
-    hits = scan_sqlite_file(path, [b"secret-zebra"])
+    hits = scan_sqlite_file(path, Matcher("SECRET-zebra"))
     assert any("free page" in f.where for f in hits), hits
