@@ -19,7 +19,6 @@ where everyone reading could have read that message.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.audience import META_AUDIENCE, UNKNOWN_FACT, Audience, narrowest
@@ -29,7 +28,7 @@ from bot.memory.fact_support import supported
 from bot.memory.render import compact_tool_result, group_turns, is_private_turn
 from bot.memory.structured import JsonAsker
 from bot.memory.tags import strip_recalled
-from bot.stores.fact_common import message_audience
+from bot.stores.fact_common import message_audience, message_audience_in
 from bot.stores.records import (
     FactSource,
     PendingConsolidation,
@@ -116,7 +115,7 @@ async def extract(
             memory.people = sorted({m.speaker for m in sources if m.speaker})
             if not memory.people:
                 continue
-            memory.audience = narrowest(_memory_audience(m, messages) for m in sources)
+            memory.audience = narrowest(message_audience_in(m, messages) for m in sources)
             memory.private = not Audience.parse(memory.audience).public
             memory.occurred_at = min((said_at(m) for m in sources), default=None)
             pending.memories.append(memory)
@@ -137,18 +136,6 @@ def _checked_fact(item: object, by_id: dict[str, dict[str, str]]) -> PendingFact
         return None  # tool data is only ever a `tool` fact, and a `tool` fact only tool data
     key = " ".join(str(item.get("key") or "").split()) or None
     return PendingFact(person=person, text=text, key=key, source=source, message=line["id"])
-
-
-def _memory_audience(message: StoredMessage, session: Sequence[StoredMessage]) -> str:
-    """A cited message's audience for a memory: its own when it records one (or is a person's
-    message, `fact_common.message_audience`); an older bot or tool message, which carries no
-    privacy flag, takes the narrowest of its session's people's messages."""
-    if META_AUDIENCE in message.meta or message.role == "user":
-        return message_audience(message.session, message.meta)
-    people = [m for m in session if m.role == "user"]
-    if not people:
-        return UNKNOWN_FACT
-    return narrowest(message_audience(m.session, m.meta) for m in people)
 
 
 def _theirs(

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bot.audience import Audience
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.memory.copies import WordCutter
 from bot.stores.memory_index import MemoryEntry, MemoryIndex, place_id
@@ -61,7 +62,9 @@ class IndexMemories:
                 team=session.team_key.id,
                 place=place_id(session.platform, session.team, session.channel),
                 session=session.id,
-                private=memory.private,
+                private=memory.private
+                or bool(memory.audience and not Audience.parse(memory.audience).public),
+                audience=memory.audience,
                 people=memory.people,
                 source_ids=memory.messages,
                 text=memory.text,

@@ -11,7 +11,7 @@ from bot.audience import META_AUDIENCE, PUBLIC, UNKNOWN_FACT, Audience, narrowes
 from bot.keys import PersonKey, SessionKey
 from bot.stores import codec
 from bot.stores.ids import clean_fact_text, normalize_fact
-from bot.stores.records import Fact, FactSource
+from bot.stores.records import Fact, FactSource, StoredMessage
 
 # Written by turns before messages carried their audience: the message was said in a private
 # channel or a DM (which of the two is not recorded). Same key as the episodic excerpts' flag.
@@ -122,3 +122,16 @@ def audience_of_messages(found: Iterable[str | None]) -> str:
     if not audiences or any(a is None for a in audiences):
         return UNKNOWN_FACT
     return narrowest(audiences)
+
+
+def message_audience_in(message: StoredMessage, around: Sequence[StoredMessage]) -> str:
+    """A message's audience for what is drawn from it (memories, index entries): its own when it
+    records one, or is a person's message (`message_audience`); an older bot or tool message,
+    which carries no privacy flag, takes the narrowest of the people's messages `around` it (its
+    session's), or the narrowest there is when there are none."""
+    if META_AUDIENCE in message.meta or message.role == "user":
+        return message_audience(message.session, message.meta)
+    people = [m for m in around if m.role == "user"]
+    if not people:
+        return UNKNOWN_FACT
+    return narrowest(message_audience(m.session, m.meta) for m in people)

@@ -17,6 +17,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError
 
+from bot.audience import PUBLIC
 from bot.keys import PersonKey, TeamKey
 from bot.stores import codec
 from bot.stores.memory_index import (
@@ -262,3 +263,18 @@ class MongoMemoryIndex:
             if result.deleted_count:
                 await self._bump(f"gen:{team.id}")
         return int(result.deleted_count)
+
+    async def set_audiences(self, team: TeamKey, audiences: dict[str, str]) -> int:
+        updated = 0
+        with _unavailable("memory index set_audiences"):
+            for eid, audience in audiences.items():
+                fields: dict[str, Any] = {"audience": audience}
+                if audience != PUBLIC:
+                    fields["private"] = True
+                result = await self._entries.update_one(
+                    {"team": team.id, "id": eid}, {"$set": fields}
+                )
+                updated += result.matched_count
+            if updated:
+                await self._bump(f"gen:{team.id}")
+        return updated

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bot.audience import PUBLIC
 from bot.keys import PersonKey, TeamKey
 from bot.stores import codec
 from bot.stores.memory_index import (
@@ -385,5 +386,34 @@ class SqliteMemoryIndex:
                 if ns:
                     _bump(conn, f"gen:{team.id}")
                 return len(ns)
+
+        return await self._db.call(run)
+
+    async def set_audiences(self, team: TeamKey, audiences: dict[str, str]) -> int:
+        items = list(audiences.items())
+        if not items:
+            return 0
+
+        def run(conn: sqlite3.Connection) -> int:
+            updated = 0
+            with transaction(conn):
+                for eid, audience in items:
+                    row = conn.execute(
+                        "SELECT n, doc FROM memory_entries WHERE team = ? AND id = ?",
+                        (team.id, eid),
+                    ).fetchone()
+                    if row is None:
+                        continue
+                    doc = json.loads(row[1])
+                    private = bool(doc.get("private")) or audience != PUBLIC
+                    doc.update(audience=audience, private=private)
+                    conn.execute(
+                        "UPDATE memory_entries SET doc = ?, private = ? WHERE n = ?",
+                        (json.dumps(doc), int(private), row[0]),
+                    )
+                    updated += 1
+                if updated:
+                    _bump(conn, f"gen:{team.id}")
+            return updated
 
         return await self._db.call(run)

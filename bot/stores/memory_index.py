@@ -40,6 +40,9 @@ class MemoryEntry(_Record):
     place: str  # platform:team:channel — a channel and all its threads, or one DM
     session: str  # SessionKey.id it came from ("" for memories that span sessions)
     private: bool = False  # a private channel, group DM or DM: never used outside `place`
+    # Who could read its sources (`bot.audience` id, the narrowest of them); "" for entries
+    # written before the audience rule, until the start-up migration settles it from them.
+    audience: str = ""
     people: list[str] = Field(default_factory=list)  # PersonKey.ids of those who posted
     source_ids: list[str] = Field(default_factory=list)  # "<session id>#<seq>" of the messages
     text: str
@@ -171,3 +174,8 @@ class MemoryIndex(Protocol):
         """Delete the session's excerpt entries and move its indexing checkpoint back to 0, so
         the indexer makes them again from the messages as they now are (after an erasure cut
         words out of them). Consolidated memories are left. Returns the count deleted."""
+
+    async def set_audiences(self, team: TeamKey, audiences: dict[str, str]) -> int:
+        """Record these entries' audiences (id -> `bot.audience` id); an entry whose audience
+        is not public becomes private (used only in its place). Readers reload (the team's
+        generation is bumped). Returns how many entries were updated."""

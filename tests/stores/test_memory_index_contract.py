@@ -233,3 +233,43 @@ async def test_a_dm_sees_the_conversations_its_person_took_part_in(index: Memory
         await index.add_participants(T2, f"{GENERAL}:-", [BOB.id])
     await index.delete_person(BOB)  # erasure forgets him as a participant too
     assert (await index.changes(bob_dm)).entries == []
+
+
+# --- erasure and the audience rule (issue 19) --------------------------------------------------
+
+
+async def test_entries_of_team_lists_every_entry_of_that_team_only(index: MemoryIndex) -> None:
+    await index.add([entry("a", "one"), entry("b", "two", place=SECRET, private=True)])
+    await index.add([entry("x", "elsewhere", team="slack:T2", place="slack:T2:C9", people=())])
+    assert sorted(e.id for e in await index.entries_of_team(T1)) == ["a", "b"]
+    assert [e.id for e in await index.entries_of_team(T2)] == ["x"]
+
+
+async def test_reset_session_drops_its_excerpts_and_rewinds_the_checkpoint(
+    index: MemoryIndex,
+) -> None:
+    kept = entry("memory", "a consolidated memory").model_copy(update={"kind": "memory"})
+    await index.add([entry("x1", "an excerpt"), entry("x2", "another"), kept])
+    session = f"{GENERAL}:-"
+    await index.set_checkpoint(session, 12)
+    assert await index.reset_session(T1, session) == 2
+    assert [e.id for e in await index.entries_of_team(T1)] == ["memory"]
+    assert await index.get_checkpoint(session) == 0
+    await index.set_checkpoint(session, 3)  # indexing starts over from the beginning
+    assert await index.get_checkpoint(session) == 3
+
+
+async def test_set_audiences_makes_an_entry_private_to_its_place(index: MemoryIndex) -> None:
+    await index.add([entry("cited_bot", "said in a private channel", people=(ALICE, BOB))])
+    await index.add_participants(T1, f"{GENERAL}:-", [BOB.id])
+    dm_of_bob = MemoryScope(T1, ("slack:T1:DBOB",), BOB)
+    assert [e.id for e in (await index.changes(dm_of_bob)).entries] == ["cited_bot"]
+
+    private = f"private:{GENERAL}"
+    assert await index.set_audiences(T1, {"cited_bot": private, "missing": "public"}) == 1
+    (stored,) = await index.get(T1, ["cited_bot"])
+    assert stored.audience == private and stored.private
+    assert (await index.changes(dm_of_bob)).entries == []  # filtered in the query now
+    assert [e.id for e in (await index.changes(MemoryScope(T1, (GENERAL,)))).entries] == [
+        "cited_bot"
+    ]

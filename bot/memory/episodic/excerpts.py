@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from bot.audience import META_AUDIENCE, PUBLIC
+from bot.audience import Audience, narrowest
 from bot.keys import SessionKey
 from bot.memory.episodic.text import date_words
 from bot.memory.render import group_turns, is_private_turn
+from bot.stores.fact_common import message_audience_in
 from bot.stores.memory_index import MemoryEntry, place_id
 from bot.stores.records import StoredMessage
 
@@ -96,6 +97,7 @@ def excerpts(
         if replies:
             lines.append(f"{BOT_NAME}: {replies[-1].content.strip()[:REPLY_CHARS]}")
         people = list(dict.fromkeys(m.speaker for m in said))
+        audience = narrowest(message_audience_in(m, group) for m in group)
         out.append(
             MemoryEntry(
                 id=entry_id(session.id, first.seq),
@@ -103,7 +105,8 @@ def excerpts(
                 team=team,
                 place=place,
                 session=session.id,
-                private=any(_private(m) for m in group),
+                private=not Audience.parse(audience).public,
+                audience=audience,
                 people=people,
                 source_ids=[source_id(m) for m in said],
                 text="\n".join(lines),
@@ -112,15 +115,6 @@ def excerpts(
             )
         )
     return out
-
-
-def _private(m: StoredMessage) -> bool:
-    """Said in a private place: the old flag on a person's message, or any audience but public
-    (the bot's messages carry their place's audience too)."""
-    audience = m.meta.get(META_AUDIENCE)
-    return bool(m.meta.get(META_PRIVATE_PLACE)) or (
-        isinstance(audience, str) and audience != PUBLIC
-    )
 
 
 def _said_line(m: StoredMessage) -> str:

@@ -29,6 +29,7 @@ from pathlib import Path
 from bot.embeddings.base import Embedder
 from bot.embeddings.factory import open_embedder
 from bot.keys import SessionKey
+from bot.memory.episodic.audiences import settle_audiences
 from bot.memory.episodic.indexer import Indexer
 from bot.memory.episodic.retrieval import Retriever
 from bot.memory.episodic.text import date_words
@@ -97,6 +98,7 @@ class EpisodicMemory:
 
     async def _catch_up(self) -> None:
         try:
+            await settle_audiences(self.indexer.store, self.index)
             await self.indexer.recover()
             await self.indexer.idle(hurry=False)  # the backlog yields to turns like any work
             await self.indexer.reembed()
