@@ -7,10 +7,10 @@ from those records with a `WordCutter` built from what the person said.
 
 What counts as a quote (matched after `bot.textfold` folding, so case and Unicode forms do not
 hide one): any run of `SHINGLE` consecutive words of one of the person's texts, and a whole
-sentence of theirs of `MIN_SENTENCE_WORDS` words or more, or a shorter one that carries a
-distinctive word (a digit, or `LONG_WORD` letters or more). Shorter, common sentences ("thank
-you", "yes") are not cut from other people's records: they say nothing of the person and are
-everyone's words too. A paraphrase is not a quote and is not found; records drawn wholly from
+shorter sentence of theirs that carries a distinctive word (one with a digit, or of `LONG_WORD`
+letters or more), or a one-word message that is a code (letters and digits, `MIN_CODE` or more
+characters). Common short sentences ("thank you so much", "yes", "I love my cat") are not cut
+from other people's records: they say nothing of the person and are everyone's words too. A paraphrase is not a quote and is not found; records drawn wholly from
 the person's words (their messages, summaries of their turns, entries naming them) are erased
 whole elsewhere, not cut here.
 
@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from bot.textfold import CUT_MARK, Folded, fold_map
 
 SHINGLE = 6
-MIN_SENTENCE_WORDS = 3
 LONG_WORD = 8
+MIN_CODE = 6
 _WORD = re.compile(r"\w+")
-_SENTENCE_END = re.compile(r"[.!?;:\n]+")
+_SENTENCE_END = re.compile(r"[.!?;\n]+")
 
 
 def _words(folded: str) -> list[str]:
@@ -38,6 +38,10 @@ def _words(folded: str) -> list[str]:
 
 
 def _distinctive(words: list[str]) -> bool:
+    if len(words) == 1:
+        (word,) = words
+        has_digit = any(c.isdigit() for c in word)
+        return len(word) >= MIN_CODE and has_digit and any(c.isalpha() for c in word)
     return any(any(c.isdigit() for c in w) or len(w) >= LONG_WORD for w in words)
 
 
@@ -63,7 +67,7 @@ class WordCutter:
             said = _words(sentence)
             if not said or len(said) >= SHINGLE:
                 continue  # longer sentences are covered by their shingles
-            if len(said) >= MIN_SENTENCE_WORDS or _distinctive(said):
+            if _distinctive(said):
                 self.grams.setdefault(len(said), set()).add(tuple(said))
 
     def __bool__(self) -> bool:
