@@ -159,3 +159,22 @@ async def test_consolidated_private_and_dm_facts_never_reach_a_public_channel(
     assert "- Is allergic to cashews\n" in own_private and "Tromso" not in own_private
     dm = await request_text(app, fake_openai, in_dm("hello", thread="t9"))
     assert all(f"- {text}\n" in dm for text in facts)
+
+
+async def test_remember_in_public_never_quotes_the_dm_fact_it_replaces(
+    make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    app = await make_app()
+    await remembered(app, fake_openai, in_dm("remember that I live in Tromso"))
+    public = await request_text(app, fake_openai, in_public("remember that I live in Bergen"))
+    tool_results = [
+        message_text(m) for r in fake_openai.requests for m in r["messages"] if m["role"] == "tool"
+    ]
+    assert tool_results and all('"stored":true' in t for t in tool_results), tool_results
+    assert "Tromso" not in public  # neither the tool's answer nor anything else said it
+    (live,) = await app.store.list_facts(ALICE)
+    assert "Bergen" in live.text and live.audience == "public"
+    # In the DM, where the old fact could be used, the tool may say what it replaced.
+    await request_text(app, fake_openai, in_dm("remember that I live in Oslo", thread="t3"))
+    said = [message_text(m) for r in fake_openai.requests for m in r["messages"]]
+    assert any('"replaced":"Lives in Bergen"' in t for t in said), said
