@@ -179,3 +179,16 @@ async def test_remember_in_public_never_quotes_the_dm_fact_it_replaces(
     await request_text(app, fake_openai, in_dm("remember that I live in Oslo", thread="t3"))
     said = [message_text(m) for r in fake_openai.requests for m in r["messages"]]
     assert any('"replaced":"Lives in Bergen"' in t for t in said), said
+
+
+async def test_one_fact_said_in_two_private_channels_is_given_once_in_the_dm(
+    make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    app = await make_app()
+    await remembered(app, fake_openai, in_private("remember that I like green tea", "G1"))
+    await remembered(app, fake_openai, in_private("remember that I like green tea", "G2"))
+    assert len(await app.store.list_facts(ALICE)) == 2  # one for each channel's members
+    dm = await request_text(app, fake_openai, in_dm("drink?"))
+    assert dm.count("- I like green tea\n") == 1
+    reply = await app.handle_command(CommandRequest("slack", TEAM, "D1", "W42", "memory", "show"))
+    assert "private channel G1" in reply.text and "private channel G2" in reply.text
