@@ -113,3 +113,18 @@ async def test_a_noop_on_a_fact_hidden_here_keeps_one_for_this_audience(
     assert decision.outcome == "ADD"
     public = await sqlite_store.list_facts(ALICE, audiences=[PUBLIC])
     assert [f.text for f in public] == ["Eats no animal products"]
+
+
+async def test_a_merge_with_a_hidden_target_keeps_the_candidates_words(
+    sqlite_store: SqliteStore, model: ModelClient, fake_openai: FakeOpenAI
+) -> None:
+    """Replacing a fact said in a DM from a public channel is fine (it is outdated), but the
+    new public version holds nothing of the DM one."""
+    rec = Reconciler(sqlite_store, JsonAsker(model))
+    veg = await sqlite_store.add_fact(
+        ALICE, "Is vegetarian and allergic to peanuts", key="diet", audience=IN_DM
+    )
+    fake_openai.push(text(verdict("UPDATE", veg.id, "diet", "Eats fish, allergic to peanuts")))
+    decision = await rec.reconcile(ALICE, Candidate("I eat fish now", key="diet", audience=PUBLIC))
+    assert decision.outcome == "UPDATE" and decision.fact is not None
+    assert (decision.fact.text, decision.fact.audience) == ("I eat fish now", PUBLIC)
