@@ -264,7 +264,7 @@ class Harness:
     async def add_facts(self) -> None:
         person = PersonKey(PLATFORM, TEAM, SPEAKER)
         for text in FACTS:
-            await self.store.add_fact(person, text)
+            await self.store.add_fact(person, text, audience="public")  # used in its channels
 
     async def set_summary(self, session: SessionKey, upto: int) -> None:
         """Put the state the summariser would leave: summary + pinned facts up to `upto`."""

@@ -130,10 +130,8 @@ def _checked_fact(item: object, by_id: dict[str, dict[str, str]]) -> PendingFact
     said = str(item.get("source") or "inferred")
     source: FactSource = "user" if said == "user" else "tool" if said == "tool" else "inferred"
     line = by_id.get(str(item.get("message") or ""))
-    if not text or len(text) > MAX_FACT_CHARS or line is None or line["person"] != person:
-        return None  # not from a message of this person: the bot's words, or invented
-    if (line["role"] == "tool") != (source == "tool"):
-        return None  # tool data is only ever a `tool` fact, and a `tool` fact only tool data
+    if not text or len(text) > MAX_FACT_CHARS or line is None or not person:
+        return None  # empty, too long, or citing no message of the stretch (invented)
     key = " ".join(str(item.get("key") or "").split()) or None
     return PendingFact(person=person, text=text, key=key, source=source, message=line["id"])
 
@@ -141,12 +139,14 @@ def _checked_fact(item: object, by_id: dict[str, dict[str, str]]) -> PendingFact
 def _theirs(
     fact: PendingFact, cited: list[StoredMessage], by_id: dict[str, dict[str, str]]
 ) -> bool:
-    """Every cited message is the fact's subject's own (their words, or tool data of their
-    turn for a `tool` fact; never the bot's reply), and the fact is found in their words there
-    (`bot.memory.fact_support`)."""
+    """Every cited message is the fact's subject's own: their words (a user message they
+    sent), or for a `tool` fact tool data of their turn (tool data is only ever a `tool` fact);
+    never the bot's reply, nor anyone else's message. And the fact is found in their words
+    there (`bot.memory.fact_support`)."""
     for m in cited:
-        role = "tool" if m.role == "tool" else "user" if m.role == "user" else ""
-        if m.speaker != fact.person or not role or (role == "tool") != (fact.source == "tool"):
+        if m.speaker != fact.person or m.role == "assistant":
+            return False  # someone else's words, or the bot's (even in this person's turn)
+        if (m.role == "tool") != (fact.source == "tool"):
             return False
     texts = [by_id[ref(m)]["text"] for m in cited if ref(m) in by_id]
     names = [n for m in cited if m.role == "user" and (n := m.name)]

@@ -243,7 +243,8 @@ class Reconciler:
             if not same_subject:
                 return _Verdict("ADD", None, new_key, text, "other subject: not replaced")
             outcome: Outcome = "UPDATE" if event == "UPDATE" else "DELETE"
-            if _carries_hidden(new_text, (text, target.text), hidden):
+            merged_from = (text, target.text) if cand.sees(target) else (text,)
+            if _carries_hidden(new_text, merged_from, hidden):
                 new_text = text  # the merge drew on what may not be used here: their words
             verdict = _Verdict(outcome, target, new_key or target.key, new_text, reason)
             return self._guarded(cand, verdict)

@@ -66,6 +66,25 @@ async def test_every_scope_of_the_user_on_the_platform_and_no_one_else(store: St
     assert [f.text for f in await store.list_facts(IN_A)] == ["fact of a"]
 
 
+async def test_the_audience_filter_applies_to_every_scope(store: Store) -> None:
+    """In a DM scope everything is used (no filter); the filter, when given, is in the query
+    for each scope alike."""
+    public = await store.add_fact(IN_A, "Prefers celsius", audience="public")
+    await store.add_fact(IN_A, "Allergic to cashews", audience="private:discord:111:55")
+    in_dm = await store.add_fact(IN_DM, "Lives in Tromso", audience="dm:discord:@dm:9")
+    in_b = await store.add_fact(IN_B, "Likes jazz", audience="public")
+    await store.add_fact(OTHER_USER, "Likes blues", audience="public")
+    everything = await store.list_user_facts(IN_DM)
+    assert len(everything) == 4
+    assert [f.id for f in await store.list_user_facts(IN_DM, audiences=["public"])] == [
+        public.id,
+        in_b.id,
+    ]
+    dms = await store.list_user_facts(IN_A, audiences=["dm:discord:@dm:9"])
+    assert [f.id for f in dms] == [in_dm.id]
+    assert await store.list_user_facts(IN_DM, audiences=[]) == []
+
+
 async def test_live_only_unless_history_and_erasure_shows(store: Store) -> None:
     await seed(store)
     veg = await store.add_fact(IN_A, "Is vegetarian", key="diet")
