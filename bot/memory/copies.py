@@ -10,7 +10,8 @@ hide one): any run of `SHINGLE` consecutive words of one of the person's texts, 
 shorter sentence of theirs that carries a distinctive word (one with a digit, or of `LONG_WORD`
 letters or more), or a one-word message that is a code (letters and digits, `MIN_CODE` or more
 characters). Common short sentences ("thank you so much", "yes", "I love my cat") are not cut
-from other people's records: they say nothing of the person and are everyone's words too. A paraphrase is not a quote and is not found; records drawn wholly from
+from other people's records: they say nothing of the person and are everyone's words too.
+A paraphrase is not a quote and is not found; records drawn wholly from
 the person's words (their messages, summaries of their turns, entries naming them) are erased
 whole elsewhere, not cut here.
 
