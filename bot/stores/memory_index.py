@@ -160,3 +160,11 @@ class MemoryIndex(Protocol):
         """Make deleted entries unrecoverable from files (SQLite); no-op elsewhere."""
 
     async def close(self) -> None: ...
+
+    async def entries_from_sources(
+        self, team: TeamKey, source_ids: Sequence[str]
+    ) -> list[MemoryEntry]:
+        """Entries of this team drawn from any of these messages (`source_ids`, each
+        "<session id>#<seq>"), oldest stamp first: what a platform delete or edit remakes.
+        An entry is looked for in the sessions the ids name, and among entries that span
+        sessions (`session` ""): every writer draws an entry from its own session's messages."""
