@@ -208,6 +208,7 @@ async def test_an_edit_rewrites_the_words_and_what_was_drawn_from_them(
     # The same text again, or an edit of a message never stored: nothing changes.
     same = await app.message_edited(ref, "the meeting is at 4pm-bb")
     assert same.found == 1 and same.rewritten == 0 and same.rebuilt == 0
+    assert [e.id for e in await index.entries_from_sources(TEAM, [own.source_ids[0]])] == [own.id]
     nothing = await app.message_edited(MessageRef("slack", "T1", ("nope",), channel="C1"), "x")
     assert nothing.found == 0
 
