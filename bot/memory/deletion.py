@@ -25,8 +25,10 @@ within its channel, a Discord id anywhere in the team), in this order:
 4. Memories recalled from a dropped entry into later messages (`meta["recalled"]`, sent again
    with those messages in later requests) are cut from them, under their sessions' locks.
 5. The store's and the index's files are compacted (SQLite: WAL checkpointed; `secure_delete`
-   already zeroes deleted rows), and the extra tiers given (the SQLite inbox, whose WAL held the
-   event).
+   already zeroes deleted rows), and the extra tiers given (`compact_also`: the SQLite inbox,
+   whose WAL held the event). A deletion of a message the bot never stored compacts those extra
+   tiers only: the message may have passed through the inbox without being answered (deleted
+   before its turn ran).
 
 An edit replaces the stored text (the person's message only: `meta` is kept, with when it was
 said, its audience and its files) and does the same for what was drawn from it: index entries
@@ -206,6 +208,8 @@ class PlatformChanges:
                 if (changed := [m for m in ms if _edited_content(m, text) != m.content])
             }
         if not found:
+            if text is None:  # the words may still be in the inbox they came through
+                await self._compact(self.compact_also)
             return
         # 1. What the index drew from these messages goes first (see the module doc).
         sources = [_source(m) for ms in found.values() for m in ms]
@@ -235,7 +239,8 @@ class PlatformChanges:
             if tally.dropped:
                 await self._cut_recalled(target.team, tally.dropped)
         # 5. Files.
-        await self._compact()
+        tiers: list[Compactable] = [self.store, *([self.index] if self.index else [])]
+        await self._compact([*tiers, *self.compact_also])
 
     # --- finding -----------------------------------------------------------------------------
 
@@ -452,11 +457,7 @@ class PlatformChanges:
 
     # --- files -------------------------------------------------------------------------------
 
-    async def _compact(self) -> None:
-        tiers: list[Compactable] = [self.store]
-        if self.index is not None:
-            tiers.append(self.index)
-        tiers.extend(self.compact_also)
+    async def _compact(self, tiers: Sequence[Compactable]) -> None:
         for tier in tiers:
             try:
                 await tier.compact()
