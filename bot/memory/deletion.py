@@ -23,7 +23,9 @@ within its channel, a Discord id anywhere in the team), in this order:
    indexer's `add` (embedded when an embedder is configured). Consolidated memories are not
    made again (a memory mixes turns and people; the nightly run does not revisit old messages).
 4. Memories recalled from a dropped entry into later messages (`meta["recalled"]`, sent again
-   with those messages in later requests) are cut from them, under their sessions' locks.
+   with those messages in later requests) are cut from them, under their sessions' locks. The
+   messages of the team are read to find them (those of the entry's own place only, when it is
+   a private one: it is never recalled anywhere else).
 5. The store's and the index's files are compacted (SQLite: WAL checkpointed; `secure_delete`
    already zeroes deleted rows), and the extra tiers given (`compact_also`: the SQLite inbox,
    whose WAL held the event). A deletion of a message the bot never stored compacts those extra
@@ -101,6 +103,9 @@ class _Tally:
     touched: dict[str, set[int]] = field(default_factory=dict)
     turns: dict[str, set[str]] = field(default_factory=dict)  # session id -> deleted turn ids
     dropped: set[str] = field(default_factory=set)  # entry ids whose text held the words
+    # Where those entries may have been recalled: their places (private entries never leave
+    # theirs), or None for the whole team (a public one may be recalled in DMs too).
+    recalled_in: set[str | None] = field(default_factory=set)
 
     def result(self, *, failed: bool = False) -> MessageChange:
         return MessageChange(
@@ -237,7 +242,10 @@ class PlatformChanges:
                 await self._remake(key, seqs, tally.turns.get(session_id, set()), tally)
             # 4. Recalled copies of the dropped entries in later messages.
             if tally.dropped:
-                await self._cut_recalled(target.team, tally.dropped)
+                places = sorted(p for p in tally.recalled_in if p is not None)
+                wide = None in tally.recalled_in
+                for prefix in [""] if wide else [p + ":" for p in places]:
+                    await self._cut_recalled(target.team, tally.dropped, prefix)
         # 5. Files.
         tiers: list[Compactable] = [self.store, *([self.index] if self.index else [])]
         await self._compact([*tiers, *self.compact_also])
@@ -371,6 +379,7 @@ class PlatformChanges:
             return
         ids = [e.id for e in old]
         tally.dropped.update(ids)
+        tally.recalled_in.update(e.place if e.private else None for e in old)
         tally.entries += await self.index.delete_entries(team, ids)
 
     async def _remake(
@@ -424,22 +433,22 @@ class PlatformChanges:
             window.insert(0, before.pop())
         return before, window, covered
 
-    async def _cut_recalled(self, team: TeamKey, dropped: set[str]) -> None:
+    async def _cut_recalled(self, team: TeamKey, dropped: set[str], prefix: str) -> None:
         """Cut the memories recalled from dropped entries out of the messages they were sent
-        with (each message keeps them in `meta` and sends them again in later requests)."""
+        with (each message keeps them in `meta` and sends them again in later requests), in the
+        team's sessions whose id starts with `prefix` ("" for all of them)."""
         hits: dict[str, list[int]] = {}
-        cursor: tuple[str, int] = ("", 0)
+        cursor: tuple[str, int] = (prefix, 0)
         while True:
             page = await self.store.team_messages(team, after=cursor, limit=SCAN_PAGE)
-            if not page:
-                break
-            for m in page:
+            mine = [m for m in page if m.session.startswith(prefix)]
+            for m in mine:
                 ids = m.meta.get(RECALLED_IDS)
                 if isinstance(ids, list) and dropped.intersection(str(i) for i in ids):
                     hits.setdefault(m.session, []).append(m.seq)
+            if len(mine) < SCAN_PAGE:
+                break  # the last page, or past the sessions of `prefix` (pages are in order)
             cursor = (page[-1].session, page[-1].seq)
-            if len(page) < SCAN_PAGE:
-                break
         for session_id, seqs in sorted(hits.items()):
             key = SessionKey.parse(session_id)
             async with self._locked(key):

@@ -27,6 +27,8 @@ from bot.stores.records import (
 from tests.fakes.openai_server import FakeOpenAI
 from tests.helpers import CollectingSink, until
 
+Sink = CollectingSink
+
 TEAM = TeamKey("slack", "T1")
 ALICE, BOB, CAROL = (PersonKey("slack", "T1", u) for u in ("UA", "UB", "UC"))
 THREAD = SessionKey("slack", "T1", "C1", "100.1")
@@ -273,3 +275,35 @@ def test_an_edit_keeps_the_notes_of_the_files_shared_with_the_message() -> None:
     assert _edited_content(m, "  ") == files
     plain = m.model_copy(update={"meta": {}, "content": "old"})
     assert _edited_content(plain, "new") == "new"
+
+
+async def test_recalled_copies_are_cut_in_a_private_place(make_app: Any) -> None:
+    """A private channel's memories are recalled only there: the cut reads that place alone."""
+    app: BotApp = await make_app(episodic=True)
+
+    def private(text: str, mid: str, user: str, thread: str) -> IncomingMessage:
+        return IncomingMessage(
+            platform="slack",
+            team="T1",
+            channel="G1",
+            thread=thread,
+            user=user,
+            text=text,
+            message_id=mid,
+            is_private=True,
+        )
+
+    await app.handle_message(private("the vault code is zebra-9090", "g1", "UA", "1.1"), Sink())
+    await settle(app)
+    await app.handle_message(private("what is the vault code", "g2", "UC", "2.1"), Sink())
+    await say(app, "an unrelated public message", "c1", user="UB", channel="C9")
+    await settle(app)
+    asking = SessionKey("slack", "T1", "G1", "2.1")
+    (asked,) = [m for m in await stored(app, asking) if m.role == "user"]
+    assert "zebra-9090" in str(asked.meta.get(RECALLED))
+
+    result = await app.message_deleted(MessageRef("slack", "T1", ("g1",), channel="G1"))
+    assert result.found == 1
+    (asked,) = [m for m in await stored(app, asking) if m.role == "user"]
+    assert RECALLED not in asked.meta and RECALLED_IDS not in asked.meta
+    assert await audit(phrase="zebra-9090", store=app.store, cache=app.cache) == []
