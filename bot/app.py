@@ -19,17 +19,18 @@ from bot import tracing
 from bot.activity import TurnActivity
 from bot.commands import CommandHandler
 from bot.config import Settings
-from bot.core import CommandReply, CommandRequest
+from bot.core import CommandReply, CommandRequest, MessageChange
 from bot.files.intake import FileLimits, too_many_files_reply
 from bot.files.vision import Vision
 from bot.inbox import InboxWorker, ServesInbox
 from bot.keys import SessionKey
 from bot.memory.context import ContextBuilder
+from bot.memory.deletion import PlatformChanges
 from bot.memory.episodic.service import RECALL_SHARE, EpisodicMemory, open_episodic
 from bot.memory.reconcile import Reconciler
 from bot.memory.session import CompressionPolicy, SessionMemory
 from bot.memory.structured import JsonAsker
-from bot.messages import IncomingMessage, ReplySink
+from bot.messages import IncomingMessage, MessageRef, ReplySink
 from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient, ModelError
 from bot.ratelimit import Rate, TurnLimiter
@@ -145,8 +146,17 @@ class BotApp(ServesInbox):
             box=self.toolboxes.box,
             lock_session=self._session_turn,
         )
+        # Platform deletes and edits (bot.memory.deletion); the index is attached later.
+        self.changes = PlatformChanges(
+            store,
+            lock_session=self._session_turn,
+            forget_hot=self.memory.forget_hot,
+            count_tokens=self.counter.count,
+            max_chars=MAX_MESSAGE_CHARS,
+        )
         if isinstance(inbox, SqliteInbox):  # its WAL holds handled messages until compacted
             self.commands.eraser.tiers.append(inbox)
+            self.changes.compact_also.append(inbox)
         self.session_locks: KeyLocks[str] = KeyLocks()  # in-process, by session id
         claim = settings.bot_inbox_claim_seconds
         self.worker = InboxWorker(
@@ -214,6 +224,12 @@ class BotApp(ServesInbox):
     async def handle_command(self, request: CommandRequest) -> CommandReply:
         return await self.commands.handle(clean_request(request))
 
+    async def message_deleted(self, ref: MessageRef) -> MessageChange:
+        return await self.changes.deleted(ref)
+
+    async def message_edited(self, ref: MessageRef, text: str) -> MessageChange:
+        return await self.changes.edited(ref, text)
+
     async def in_conversation(self, session: SessionKey) -> bool:
         try:
             return bool(await self.store.recent(session, limit=1))
@@ -257,10 +273,12 @@ class BotApp(ServesInbox):
             self.nightly.start()
 
     def attach_memory_tier(self, tier: IndexMemories, index: MemoryIndex) -> None:
-        """Consolidated memories go to `tier`; `/memory forget all` erases from it too."""
+        """Consolidated memories go to `tier`; `/memory forget all` erases from it too, and
+        platform deletes and edits remake what was drawn from a message there."""
         self.memory_sink = tier
         self.commands.eraser.tiers.append(tier)
         self.memory_index = index
+        self.changes.index, self.changes.add, self.changes.settle = index, tier.add, tier.settle
 
     def lock_session(self, session: SessionKey) -> AbstractAsyncContextManager[None]:
         """The per-session turn lock (erasure and consolidation write under it too)."""

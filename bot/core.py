@@ -11,7 +11,7 @@ from typing import Protocol
 
 from bot.inbox import Handler, InboxItem
 from bot.keys import SessionKey
-from bot.messages import IncomingMessage, ReplySink
+from bot.messages import IncomingMessage, MessageRef, ReplySink
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,11 +35,38 @@ class CommandReply:
     ok: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class MessageChange:
+    """What a platform delete or edit changed in what the bot keeps (`BotCore.message_deleted`,
+    `message_edited`). `found` 0: the bot never stored those messages (nothing to do);
+    `failed`: a store could not be reached, nothing is promised (the adapter retries later)."""
+
+    found: int = 0  # the platform's messages found stored
+    messages: int = 0  # stored messages erased (the message and the turn that answered it)
+    rewritten: int = 0  # stored messages rewritten (an edit; recalled copies cut elsewhere)
+    tool_calls: int = 0  # tool-call logs erased
+    entries: int = 0  # memory index entries dropped
+    rebuilt: int = 0  # memory index entries made again from what remains
+    summaries: int = 0  # session summaries dropped (rebuilt by the next fold)
+    facts: int = 0  # facts drawn only from a deleted message, closed
+    failed: bool = False
+
+
 class BotCore(Protocol):
     async def handle_message(self, message: IncomingMessage, sink: ReplySink) -> None:
         """Run one turn (serialised per session) and drive `sink`. Never raises for bad input."""
 
     async def handle_command(self, request: CommandRequest) -> CommandReply: ...
+
+    async def message_deleted(self, ref: MessageRef) -> MessageChange:
+        """The platform deleted these messages: erase them from what the bot keeps, with the
+        bot's turn that answered them, the index entries and summaries drawn from them (rebuilt
+        without them) and facts drawn only from them (closed). Idempotent (a message not stored
+        is a no-op); waits for a turn in flight in that place; never raises."""
+
+    async def message_edited(self, ref: MessageRef, text: str) -> MessageChange:
+        """The platform message was edited to `text`: the stored message says `text` from now
+        on and what was drawn from it is made again; nothing is answered. Never raises."""
 
     async def in_conversation(self, session: SessionKey) -> bool:
         """True if this place already has a stored conversation with the bot (any process), so

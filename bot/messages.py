@@ -91,3 +91,22 @@ class ReplySink(Protocol):
     async def delta(self, text: str) -> None: ...
 
     async def finish(self, text: str, *, error: bool = False) -> None: ...
+
+
+MAX_REF_IDS = 100  # platform message ids one delete or edit may name (Discord's bulk limit)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRef:
+    """Messages on a platform that were deleted or edited there (`BotCore.message_deleted`).
+
+    `channel` narrows the search: a Slack `ts` is unique within its channel (and names a
+    message in any of its threads); None searches the whole team (a Discord id is global, and a
+    Discord thread is a channel of its own). `thread` is the thread the platform named, when it
+    named one (logged; the channel already covers its threads)."""
+
+    platform: str
+    team: str
+    message_ids: tuple[str, ...]
+    channel: str | None = None
+    thread: str | None = None

@@ -11,14 +11,24 @@ Discord hands back what the first attempt posted and it is edited instead of sen
 
 Keys: a guild conversation is `discord:<guild>:<channel>:<thread or ->`; a DM is
 `discord:@dm:<DM channel>:-`, and the person in it `discord:@dm:<user>`.
+
+Deletes and edits (raw gateway events: the client keeps no message cache) go through the same
+inbox, in the order of the conversation the message belongs to, so they run after its turn:
+a deletion erases the message and what was drawn from it (`BotCore.message_deleted`), an edit
+rewrites it (`BotCore.message_edited`) and is never answered, except an edit that brings a
+message to the bot for the first time (its first mention): the core finds nothing stored for
+it, so it is answered, once (a later edit finds it stored).
+A bulk deletion names at most `MAX_BULK_DELETE` messages (Discord's own limit); more are cut,
+with a warning.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import discord
 from cachetools import TTLCache
@@ -31,9 +41,9 @@ from adapters.discord.normalize import mentions_bot, readable_text, thread_name
 from adapters.discord.sink import DiscordReplySink
 from bot import metrics
 from bot.core import BotCore
-from bot.inbox import Delivery, InboxItem
+from bot.inbox import Delivery, InboxItem, RetryLater
 from bot.keys import SessionKey
-from bot.messages import Attachment, AttachmentError, IncomingMessage
+from bot.messages import Attachment, AttachmentError, IncomingMessage, MessageRef
 
 _LOG = logging.getLogger(__name__)
 PLATFORM = "discord"
@@ -42,6 +52,7 @@ APOLOGY = "Sorry, something went wrong while answering. Please try again."
 SHUTDOWN_APOLOGY = "Sorry, I was restarting and had to stop before answering. Please ask again."
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 INBOX_KIND = "discord.message"
+MAX_BULK_DELETE = 100  # ids one MESSAGE_DELETE_BULK may name (Discord's bulk-delete limit)
 
 Kind = Literal["dm", "reply", "new_thread", "thread", "thread_maybe"]
 
@@ -93,6 +104,12 @@ class DiscordHandlers:
         # answer by this process) puts a thread in `threads`, which is checked first.
         self.quiet_threads: TTLCache[int, bool] = TTLCache(maxsize=100_000, ttl=30)
         self._turns = asyncio.Semaphore(config.max_concurrent_turns)
+        # Deleted on Discord, seen here: a turn still waiting for one is not run.
+        self.deleted: TTLCache[int, bool] = TTLCache(maxsize=20_000, ttl=3600)
+        # The latest edited version of a message, kept for the inbox worker (else refetched).
+        self.edits: TTLCache[int, discord.Message] = TTLCache(maxsize=20_000, ttl=3600)
+        # Deletes and edits accepted here and not applied here yet (tests wait on it).
+        self.pending_changes: TTLCache[str, bool] = TTLCache(maxsize=20_000, ttl=3600)
 
     # routing ---------------------------------------------------------------------------------
 
@@ -147,14 +164,165 @@ class DiscordHandlers:
             metrics.DEDUPLICATED_EVENTS.labels(PLATFORM).inc()
             emit(_LOG, "discord_message_duplicate", message=str(message.id))
 
+    # deletes and edits ------------------------------------------------------------------------
+
+    def conversation_of(self, channel_id: int, guild_id: int | None, message_id: int) -> str:
+        """The session a message of this channel belongs to, as `route` would give it, from
+        the ids alone (a deleted message cannot be read): a thread's, a DM's, in a guild
+        that answers in threads the thread opened on the message, else the channel's."""
+        if guild_id is None:
+            return SessionKey(PLATFORM, DM_TEAM, str(channel_id)).id
+        guild = str(guild_id)
+        channel = self.client.get_channel(channel_id) if self.client is not None else None
+        if isinstance(channel, discord.Thread) and channel.parent_id:
+            return SessionKey(PLATFORM, guild, str(channel.parent_id), str(channel.id)).id
+        if self.config.threads_in(guild) and not isinstance(channel, discord.Thread):
+            return SessionKey(PLATFORM, guild, str(channel_id), str(message_id)).id
+        return SessionKey(PLATFORM, guild, str(channel_id)).id
+
+    async def on_deleted(
+        self, message_ids: Iterable[int], channel_id: int, guild_id: int | None
+    ) -> None:
+        """MESSAGE_DELETE / MESSAGE_DELETE_BULK: the deletions into the inbox, one entry per
+        conversation, put before this handler first waits (discord.py runs the next gateway
+        event meanwhile: a message after them must not overtake them)."""
+        ids = sorted({int(i) for i in message_ids})
+        if len(ids) > MAX_BULK_DELETE:
+            emit(
+                _LOG,
+                "discord_bulk_delete_capped",
+                logging.WARNING,
+                ids=len(ids),
+                kept=MAX_BULK_DELETE,
+            )
+            ids = ids[:MAX_BULK_DELETE]
+        by_session: dict[str, list[int]] = {}
+        for message_id in ids:
+            metrics.EVENTS.labels(PLATFORM, "message_delete").inc()
+            self.deleted[message_id] = True
+            session = self.conversation_of(channel_id, guild_id, message_id)
+            by_session.setdefault(session, []).append(message_id)
+        guild = str(guild_id) if guild_id else DM_TEAM
+        for session, group in by_session.items():
+            key = f"discord:deleted:{group[0]}:{len(group)}"
+            await self._put_change("deleted", group, channel_id, guild, session, key)
+
+    async def on_edited(self, message: discord.Message, me: discord.ClientUser) -> None:
+        """MESSAGE_UPDATE of a person's text (not an embed, a pin or a flag: those leave
+        `edited_timestamp` as it was, unset for a message never edited). One inbox entry in
+        the message's conversation; the worker applies it, or answers it (`_apply_change`)."""
+        author = message.author
+        if author.id == me.id or message.edited_at is None:
+            return
+        if (author.bot or message.webhook_id is not None) and not self.config.allow_bots:
+            return
+        if message.type not in _ANSWERED_TYPES:
+            return
+        metrics.EVENTS.labels(PLATFORM, "message_update").inc()
+        route = self.route(message, me)
+        guild_id = message.guild.id if message.guild is not None else None
+        if route is not None:
+            session = route.session(message.id).id
+        else:
+            session = self.conversation_of(message.channel.id, guild_id, message.id)
+        self.edits[message.id] = message
+        await self._put_change(
+            "edited",
+            [message.id],
+            message.channel.id,
+            str(guild_id) if guild_id else DM_TEAM,
+            session,
+            f"discord:edited:{message.id}:{message.edited_at.timestamp()}",
+            route=route,
+        )
+
+    async def _put_change(
+        self,
+        kind: str,
+        message_ids: list[int],
+        channel_id: int,
+        guild: str,
+        session: str,
+        key: str,
+        *,
+        route: Route | None = None,
+    ) -> None:
+        body: dict[str, Any] = {
+            "change": kind,
+            "guild": guild,
+            "channel": str(channel_id),
+            "messages": [str(i) for i in message_ids],
+            "key": key,
+        }
+        if route is not None:
+            body["route"] = [route.kind, route.guild, route.channel, route.thread]
+        self.pending_changes[key] = True
+        if not await self.core.enqueue(
+            InboxItem(kind=INBOX_KIND, session=session, body=body, dedup=(key,))
+        ):
+            self.pending_changes.pop(key, None)
+            metrics.DEDUPLICATED_EVENTS.labels(PLATFORM).inc()
+
+    async def _apply_change(self, delivery: Delivery) -> None:
+        """A deletion or edit taken from the inbox, applied by the core. An edit of a message
+        the bot never took that now addresses it (its first mention) is answered instead."""
+        data = delivery.body
+        kind, key = str(data.get("change")), str(data.get("key") or "")
+        retry = False
+        try:
+            ids = [str(i) for i in (data.get("messages") or [])][:MAX_BULK_DELETE]
+            ref = MessageRef(PLATFORM, str(data.get("guild") or ""), tuple(ids))
+            if kind == "deleted":
+                result = await self.core.message_deleted(ref)
+                emit(_LOG, "discord_message_deleted", found=result.found, failed=result.failed)
+                retry = result.failed
+            elif ids:
+                retry = await self._apply_edit(delivery, int(ids[0]), ref)
+            if retry:
+                raise RetryLater(f"a Discord message {kind} could not be applied now")
+        finally:
+            if not retry:
+                self.pending_changes.pop(key, None)
+
+    async def _apply_edit(self, delivery: Delivery, message_id: int, ref: MessageRef) -> bool:
+        """Apply an edit; True when the store could not be reached (try again later)."""
+        data = delivery.body
+        message = self.edits.pop(message_id, None)
+        if message is None:
+            message = await self._fetch(int(data.get("channel") or 0), message_id)
+        me = self.client.user if self.client is not None else None
+        if message is None or me is None:
+            return False  # deleted meanwhile (its deletion follows), or not connected
+        result = await self.core.message_edited(ref, self._text(message, me))
+        emit(_LOG, "discord_message_edited", found=result.found, failed=result.failed)
+        if result.failed:
+            return True
+        routed = data.get("route")
+        if result.found or not routed or message_id in self.deleted:
+            return False  # kept and now rewritten, or not for the bot: never answered
+        # Never taken before, and it addresses the bot now: its first mention, answered once
+        # (the entries of one conversation run in order, so a second edit finds it stored;
+        # the key guards a process running without the inbox).
+        if not await self.core.first_delivery(f"discord:edit-answer:{message_id}"):
+            return False
+        kind_, guild, channel, thread = routed
+        route = Route(kind_, str(guild), str(channel), thread and str(thread))
+        await self._answer(message, route, me, delivery)
+        return False
+
     # the turn --------------------------------------------------------------------------------
 
     async def on_queued(self, delivery: Delivery) -> None:
-        """An inbox entry taken by this process: the turn."""
+        """An inbox entry taken by this process: the turn (or a delete or edit to apply)."""
         data = delivery.body
         message_id = int(data.get("message") or 0)
         self.handling += 1
         try:
+            if data.get("change") in ("deleted", "edited"):
+                await self._apply_change(delivery)
+                return
+            if message_id in self.deleted:
+                return  # deleted on Discord before its turn ran: not answered
             kind, guild, channel, thread = data["route"]
             route = Route(kind, str(guild), str(channel), thread and str(thread))
             message = self.recent.pop(message_id, None)
@@ -168,7 +336,8 @@ class DiscordHandlers:
             await self._answer(message, route, me, delivery)
         finally:
             self.handling -= 1
-            self.accepted.pop(message_id, None)
+            if not data.get("change"):
+                self.accepted.pop(message_id, None)
 
     async def _fetch(self, channel_id: int, message_id: int) -> discord.Message | None:
         """The message again, over REST (another process accepted it and died)."""
@@ -214,15 +383,7 @@ class DiscordHandlers:
         me: discord.ClientUser,
         delivery: Delivery,
     ) -> None:
-        role = message.guild.self_role if message.guild else None
-        text = readable_text(
-            message.content,
-            bot_id=me.id,
-            bot_role_id=role.id if role else None,
-            users={u.id: u.display_name for u in message.mentions},
-            roles={r.id: r.name for r in message.role_mentions},
-            channels={c.id: getattr(c, "name", str(c.id)) for c in message.channel_mentions},
-        )
+        text = self._text(message, me)
         target: discord.abc.Messageable = message.channel
         reply_to: discord.Message | None = message if route.kind == "reply" else None
         thread = route.thread
@@ -268,6 +429,19 @@ class DiscordHandlers:
             await sink.finish(APOLOGY, error=True)
         if not sink.finished:
             await sink.finish(APOLOGY, error=True)
+
+    @staticmethod
+    def _text(message: discord.Message, me: discord.ClientUser) -> str:
+        """The message's text as the core sees it (mentions made readable)."""
+        role = message.guild.self_role if message.guild else None
+        return readable_text(
+            message.content,
+            bot_id=me.id,
+            bot_role_id=role.id if role else None,
+            users={u.id: u.display_name for u in message.mentions},
+            roles={r.id: r.name for r in message.role_mentions},
+            channels={c.id: getattr(c, "name", str(c.id)) for c in message.channel_mentions},
+        )
 
     async def _earlier_thread(self, message: discord.Message) -> discord.Thread | None:
         """The thread a first attempt opened on this message (its id is the message's)."""

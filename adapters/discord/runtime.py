@@ -73,6 +73,9 @@ class DiscordRuntime:
         self.ready = asyncio.Event()
         self.client.setup_hook = self._setup_hook  # type: ignore[method-assign]
         self.client.event(self.on_message)
+        self.client.event(self.on_raw_message_delete)
+        self.client.event(self.on_raw_bulk_message_delete)
+        self.client.event(self.on_raw_message_edit)
         self.client.event(self.on_ready)
         self.client.event(self.on_resumed)
 
@@ -119,6 +122,18 @@ class DiscordRuntime:
         me = self.client.user
         if me is not None:
             await self.handlers.on_message(message, me)
+
+    # Raw events: the client keeps no message cache, so only these see every delete and edit.
+    async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
+        await self.handlers.on_deleted([payload.message_id], payload.channel_id, payload.guild_id)
+
+    async def on_raw_bulk_message_delete(self, payload: discord.RawBulkMessageDeleteEvent) -> None:
+        await self.handlers.on_deleted(payload.message_ids, payload.channel_id, payload.guild_id)
+
+    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+        me = self.client.user
+        if me is not None:
+            await self.handlers.on_edited(payload.message, me)
 
     async def stop(self) -> int:
         """Take no new messages, let answers in flight finish (bounded; the rest are handed back

@@ -32,7 +32,7 @@ from adapters.slack.errors import api_failed
 from adapters.slack.files import SlackFiles
 from adapters.slack.mrkdwn import markdown_to_mrkdwn, split_message
 from adapters.slack.normalize import mentioned_users, normalize_text
-from adapters.slack.routing import Route, route_event
+from adapters.slack.routing import Route, route_change, route_event
 from adapters.slack.sink import Capabilities, EarlierReply, ReplyTarget, SlackReplySink
 from adapters.slack.threads import ThreadTracker, find_earlier_reply
 from adapters.slack.users import UserDirectory
@@ -40,7 +40,7 @@ from bot import metrics
 from bot.core import BotCore, CommandReply, CommandRequest
 from bot.inbox import Delivery, InboxItem, RetryLater
 from bot.keys import SessionKey
-from bot.messages import IncomingMessage
+from bot.messages import IncomingMessage, MessageRef
 
 _LOG = logging.getLogger(__name__)
 PLATFORM = "slack"
@@ -49,6 +49,8 @@ SHUTDOWN_APOLOGY = "Sorry, I was restarting and had to stop before answering. Pl
 COMMAND_FAILED = "Sorry, that command failed. Please try again."
 COMMANDS = ("memory", "tools")
 INBOX_KIND = "slack.message"
+# Message events that are a change to an earlier message: applied, never answered.
+CHANGE_SUBTYPES = frozenset({"message_deleted", "message_changed"})
 # Parts of an event the turn never reads, left out of the inbox entry (blocks can be large).
 _UNUSED_EVENT_FIELDS = frozenset({"blocks", "attachments", "client_msg_id", "team", "user_team"})
 
@@ -72,9 +74,12 @@ def _handled(body: dict[str, Any], outcome: str) -> None:
     """One line for every event the adapter is done with, answered or dropped, so an operator
     can follow each event to its end and a test knows nothing more will come of it. Outcomes:
     answered | failed | cancelled | handed_back (a durable entry at shutdown: another worker
-    runs it) | retry_later (its workspace's installation could not be read: handed back, to run
-    again) | not_authorized | edited | duplicate | not_in_thread | ignored (not for the
-    bot: every channel message reaches us, so that one is DEBUG) | done (other event kinds)."""
+    runs it) | retry_later (its workspace's installation could not be read, or a platform change
+    could not be applied: handed back, to run again) | not_authorized | edited (an edit applied
+    to what the bot keeps, never answered; also an `app_mention` Slack re-sends for an edited
+    message) | deleted (a deletion applied; also a message deleted before its turn ran) |
+    duplicate | not_in_thread | ignored (not for the bot: every channel message reaches us, so
+    that one is DEBUG) | done (other event kinds)."""
     event = body.get("event")
     emit(
         _LOG,
@@ -110,6 +115,9 @@ class SlackHandlers:
         self._turns = asyncio.Semaphore(config.max_concurrent_turns)
         self.guard = LoopGuard()
         self.files = SlackFiles(config.base_url)
+        # Messages deleted in Slack, seen here: a turn still waiting for one is not run (the
+        # deletion, queued after it in the same conversation, erases what it stored anyway).
+        self.deleted: TTLCache[tuple[str, str, str], bool] = TTLCache(20_000, 3600.0)
 
     def register(self, app: AsyncApp) -> None:
         # The middleware writes the event to the core's durable inbox before Bolt acks it; the
@@ -141,6 +149,8 @@ class SlackHandlers:
         event = body.get("event") if isinstance(body.get("event"), dict) else {}
         assert isinstance(event, dict)
         metrics.EVENTS.labels(PLATFORM, str(event.get("type"))).inc()
+        if event.get("type") == "message" and event.get("subtype") in CHANGE_SUBTYPES:
+            return await self._accept_change(body, event, context)
         if event.get("edited"):
             # Slack re-sends app_mention for an edited message: the original was answered.
             metrics.DROPPED_MESSAGES.labels(PLATFORM, "edited").inc()
@@ -183,6 +193,54 @@ class SlackHandlers:
             _handled(body, "duplicate")
         return BoltResponse(status=200, body="")
 
+    async def _accept_change(
+        self, body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
+    ) -> BoltResponse:
+        """A message deleted or edited in Slack: into the inbox, in the order of its own
+        conversation (so it runs after the message's turn), to be applied, never answered.
+        The inbox entry keeps the ids and, for an edit, the new text: never the words of a
+        deleted message (`previous_message` is left out)."""
+        team = _team(context, body)
+        change = route_change(
+            event,
+            team=team,
+            bot_user_id=context.bot_user_id,
+            bot_id=context.bot_id,
+            allow_bots=self.config.allow_bot_messages,
+        )
+        if change is None:
+            _handled(body, "ignored")
+            return BoltResponse(status=200, body="")
+        if change.kind == "deleted":
+            self.deleted[(change.team, change.channel, change.message_ts)] = True
+        event_id = str(body.get("event_id") or "")
+        version = f":{change.version}" if change.version else ""
+        item = InboxItem(
+            kind=INBOX_KIND,
+            session=SessionKey(PLATFORM, change.team, change.channel, change.session_thread).id,
+            body={
+                "change": change.kind,
+                "event": {"type": "message", "subtype": event.get("subtype")},
+                "event_id": event_id,
+                "team": change.team,
+                "enterprise": context.enterprise_id,
+                "bot_user_id": context.bot_user_id,
+                "channel": change.channel,
+                "ts": change.message_ts,
+                "thread": change.thread_ts,
+                "text": change.text,
+                "received_at": time.time(),
+            },
+            dedup=(
+                *((f"slack:{change.team}:event:{event_id}",) if event_id else ()),
+                f"slack:{change.team}:{change.kind}:{change.channel}:{change.message_ts}{version}",
+            ),
+        )
+        if not await self.core.enqueue(item):
+            metrics.DEDUPLICATED_EVENTS.labels(PLATFORM).inc()
+            _handled(body, "duplicate")
+        return BoltResponse(status=200, body="")
+
     async def on_queued(self, delivery: Delivery) -> None:
         """An inbox entry taken by this process: the turn (after the thread check)."""
         outcome = "failed"
@@ -199,6 +257,8 @@ class SlackHandlers:
 
     async def _queued(self, delivery: Delivery) -> str:
         data = delivery.body
+        if data.get("change") in ("deleted", "edited"):
+            return await self._apply_change(data)
         event = data.get("event") or {}
         team = str(data.get("team") or "")
         bot_user_id, bot_id = data.get("bot_user_id"), data.get("bot_id")
@@ -220,10 +280,51 @@ class SlackHandlers:
             metrics.DROPPED_MESSAGES.labels(PLATFORM, "not_authorized").inc()
             emit(_LOG, "slack_turn_unauthorized", logging.WARNING, team=team)
             return "not_authorized"
+        if (route.team, route.channel, route.message_ts) in self.deleted:
+            return "deleted"  # deleted in Slack before its turn ran: not answered
         received = float(data.get("received_at") or time.time())
         return await self._answer(
             route, data, event, client, bot_user_id, bot_id, received, delivery
         )
+
+    async def _apply_change(self, data: dict[str, Any]) -> str:
+        """A deletion or edit taken from the inbox: applied by the core; outcome `deleted` /
+        `edited`. A store that cannot be reached hands the entry back (RetryLater)."""
+        kind = str(data["change"])
+        team, channel = str(data.get("team") or ""), str(data.get("channel") or "")
+        thread = data.get("thread")
+        ref = MessageRef(
+            PLATFORM,
+            team,
+            (str(data.get("ts") or ""),),
+            channel=channel,
+            thread=str(thread) if thread else None,
+        )
+        if kind == "deleted":
+            result = await self.core.message_deleted(ref)
+        else:
+            text = await self._edited_text(data, team)
+            result = await self.core.message_edited(ref, text)
+        if result.failed:
+            raise RetryLater(f"a Slack message {kind} could not be applied now")
+        return kind
+
+    async def _edited_text(self, data: dict[str, Any], team: str) -> str:
+        """The edited text as the core saw the message's own: Slack markup made readable, with
+        the names of the people it mentions (looked up as for a message)."""
+        raw = str(data.get("text") or "")
+        bot_user_id = data.get("bot_user_id")
+        wanted = [u for u in mentioned_users(raw) if u != bot_user_id]
+        names: dict[str, str] = {}
+        if wanted:
+            try:
+                client = await self.client_for(team, data.get("enterprise"))
+            except Exception as exc:
+                emit(_LOG, "slack_authorize_failed", logging.WARNING, error=type(exc).__name__)
+                client = None
+            if client is not None:
+                names = await self.users.names(client, team, wanted)
+        return normalize_text(raw, bot_user_id=bot_user_id, names=names)
 
     async def _answer(
         self,

@@ -125,3 +125,80 @@ def route_event(
         needs_thread_check=True,
         via_mention=False,
     )
+
+
+# A message deleted or edited in Slack: applied to what the bot keeps, never answered.
+_CHANGE_KINDS = {"message_deleted": "deleted", "message_changed": "edited"}
+MAX_EDIT_CHARS = 40_000  # Slack's own limit on a message's text
+_MAX_ID_CHARS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A `message` event of subtype `message_deleted` / `message_changed` for a message a
+    person wrote: which message, and where its conversation is (the session whose order the
+    change keeps: it runs after the message's own turn)."""
+
+    kind: str  # "deleted" | "edited"
+    team: str
+    channel: str
+    message_ts: str
+    thread_ts: str | None  # the thread the message is in (None: top level)
+    session_thread: str | None  # the thread part of the core's SessionKey
+    text: str = ""  # edited: the new text, as Slack sends it
+    version: str = ""  # edited: which edit (its `edited.ts`)
+
+
+def _slack_id(value: Any) -> str | None:
+    text = str(value or "")
+    if not text or len(text) > _MAX_ID_CHARS or ":" in text or not text.isprintable():
+        return None
+    if any(c.isspace() for c in text):
+        return None
+    return text
+
+
+def route_change(
+    event: Mapping[str, Any],
+    *,
+    team: str,
+    bot_user_id: str | None,
+    bot_id: str | None,
+    allow_bots: bool = False,
+) -> Change | None:
+    """A `Change` for a `message_deleted` / `message_changed` event the bot should apply; None
+    for anything else (other events, the bot's own messages, other bots' unless allowed, an
+    update that did not change the text: unfurls, thread reply counts, a broadcast)."""
+    if event.get("type") != "message":
+        return None
+    kind = _CHANGE_KINDS.get(str(event.get("subtype")))
+    channel = _slack_id(event.get("channel"))
+    if kind is None or channel is None or not _slack_id(team):
+        return None
+    before = event.get("previous_message")
+    before = before if isinstance(before, Mapping) else {}
+    after = event.get("message")
+    after = after if isinstance(after, Mapping) else {}
+    said = after if kind == "edited" else before
+    if _is_self(said, bot_user_id, bot_id) or (_is_bot(said) and not allow_bots):
+        return None
+    ts = _slack_id(after.get("ts") if kind == "edited" else event.get("deleted_ts"))
+    ts = ts or (_slack_id(before.get("ts")) if kind == "deleted" else None)
+    if ts is None:
+        return None
+    text = ""
+    version = ""
+    if kind == "edited":
+        raw = after.get("text")
+        if not isinstance(raw, str) or ("text" in before and before.get("text") == raw):
+            return None
+        text = raw[:MAX_EDIT_CHARS]
+        edited = after.get("edited")
+        stamp = edited.get("ts") if isinstance(edited, Mapping) else None
+        version = str(stamp or event.get("ts") or "")[:_MAX_ID_CHARS]
+    thread = _slack_id(said.get("thread_ts") or before.get("thread_ts"))
+    if is_dm_event(event):
+        session_thread = thread if thread and thread != ts else None
+    else:
+        session_thread = thread or ts
+    return Change(kind, team, channel, ts, thread, session_thread, text, version)

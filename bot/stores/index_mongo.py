@@ -278,3 +278,17 @@ class MongoMemoryIndex:
             if updated:
                 await self._bump(f"gen:{team.id}")
         return updated
+
+    async def entries_from_sources(
+        self, team: TeamKey, source_ids: Sequence[str]
+    ) -> list[MemoryEntry]:
+        wanted = list(dict.fromkeys(source_ids))
+        if not wanted:
+            return []
+        # Served by the (team, session) index: entries list the messages of their own session
+        # (or span sessions: session "").
+        sessions = sorted({s.rpartition("#")[0] for s in wanted} | {""})
+        query = {"team": team.id, "session": {"$in": sessions}, "source_ids": {"$in": wanted}}
+        with _unavailable("memory index entries_from_sources"):
+            docs = await self._entries.find(query).sort("stamp", ASCENDING).to_list()
+        return [_entry(d) for d in docs]

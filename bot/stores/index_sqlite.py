@@ -417,3 +417,27 @@ class SqliteMemoryIndex:
             return updated
 
         return await self._db.call(run)
+
+    async def entries_from_sources(
+        self, team: TeamKey, source_ids: Sequence[str]
+    ) -> list[MemoryEntry]:
+        wanted = list(dict.fromkeys(source_ids))
+        if not wanted:
+            return []
+        # Entries list the messages of their own session (excerpts, consolidated memories);
+        # the (team, session) index narrows the scan to those sessions, and to entries that
+        # span sessions (session "").
+        sessions = sorted({s.rpartition("#")[0] for s in wanted} | {""})
+        marks, smarks = ",".join("?" * len(wanted)), ",".join("?" * len(sessions))
+
+        def run(conn: sqlite3.Connection) -> list[MemoryEntry]:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM memory_entries WHERE team = ? "
+                f"AND session IN ({smarks}) AND EXISTS (SELECT 1 FROM "
+                f"json_each(memory_entries.doc, '$.source_ids') WHERE value IN ({marks})) "
+                "ORDER BY stamp",
+                [team.id, *sessions, *wanted],
+            ).fetchall()
+            return [_entry(*row) for row in rows]
+
+        return await self._db.call(run)

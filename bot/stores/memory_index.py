@@ -179,3 +179,11 @@ class MemoryIndex(Protocol):
         """Record these entries' audiences (id -> `bot.audience` id); an entry whose audience
         is not public becomes private (used only in its place). Readers reload (the team's
         generation is bumped). Returns how many entries were updated."""
+
+    async def entries_from_sources(
+        self, team: TeamKey, source_ids: Sequence[str]
+    ) -> list[MemoryEntry]:
+        """Entries of this team drawn from any of these messages (`source_ids`, each
+        "<session id>#<seq>"), oldest stamp first: what a platform delete or edit remakes.
+        An entry is looked for in the sessions the ids name, and among entries that span
+        sessions (`session` ""): every writer draws an entry from its own session's messages."""

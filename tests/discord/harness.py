@@ -55,12 +55,17 @@ class DiscordHarness:
         return f"<@{self.fake.app_id}>"
 
     async def idle(self) -> None:
-        """Wait until every message accepted here has been handled (its inbox entry ran) and
-        tracked tasks are done."""
+        """Wait until every message, delete and edit accepted here has been handled (its inbox
+        entry ran) and tracked tasks are done."""
         handlers = self.runtime.handlers
 
         def idle() -> bool:
-            return len(self.runtime.tasks) == 0 and not handlers.accepted and not handlers.handling
+            return (
+                len(self.runtime.tasks) == 0
+                and not handlers.accepted
+                and not handlers.handling
+                and not handlers.pending_changes
+            )
 
         await self.fake.wait_for(idle, timeout=15)
 

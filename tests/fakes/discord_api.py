@@ -58,6 +58,14 @@ def _json(data: Any, *, status: int = 200, headers: dict[str, str] | None = None
     )
 
 
+_INTERNAL = frozenset({"deleted", "edits", "file_bodies", "interaction_token"})
+
+
+def _as_sent(message: dict[str, Any]) -> dict[str, Any]:
+    """A stored message as the gateway sends it (without the fake's own bookkeeping)."""
+    return {k: v for k, v in message.items() if k not in _INTERNAL}
+
+
 def snowflake() -> str:
     return str(next(_ids))
 
@@ -382,6 +390,48 @@ class FakeDiscord:
         self.messages[message["id"]] = message
         await self.dispatch("MESSAGE_CREATE", message)
         return message
+
+    async def user_edits(
+        self,
+        message_id: str,
+        content: str,
+        *,
+        mentions: list[str] = (),  # type: ignore[assignment]
+    ) -> dict[str, Any]:
+        """The author edits a message: stored, and dispatched as MESSAGE_UPDATE with the whole
+        message (as Discord sends it now: the message object with `guild_id` and `member` in a
+        guild, `edited_timestamp` set)."""
+        message = self.messages[message_id]
+        message["content"] = content
+        message["mentions"] = [self.users.get(m) or self.bot for m in mentions]
+        message["edited_timestamp"] = _now_iso()
+        await self.dispatch("MESSAGE_UPDATE", _as_sent(message))
+        return message
+
+    async def user_deletes(self, message_id: str) -> None:
+        """A message is deleted: MESSAGE_DELETE with its `id`, `channel_id` and, in a guild,
+        `guild_id` (nothing of its content)."""
+        message = self.messages[message_id]
+        message["deleted"] = True
+        data = {"id": message_id, "channel_id": message["channel_id"]}
+        guild_id = self.channels[message["channel_id"]].get("guild_id")
+        if guild_id is not None:
+            data["guild_id"] = guild_id
+        await self.dispatch("MESSAGE_DELETE", data)
+
+    async def bulk_delete(self, channel_id: str, message_ids: list[str]) -> None:
+        """A moderator bulk-deletes messages of a guild channel: MESSAGE_DELETE_BULK with
+        `ids`, `channel_id` and `guild_id`. Ids of messages it does not hold are sent as given
+        (Discord sends what was asked for)."""
+        for message_id in message_ids:
+            if message_id in self.messages:
+                self.messages[message_id]["deleted"] = True
+        data = {
+            "ids": list(message_ids),
+            "channel_id": channel_id,
+            "guild_id": self.channels[channel_id]["guild_id"],
+        }
+        await self.dispatch("MESSAGE_DELETE_BULK", data)
 
     async def run_command(
         self,

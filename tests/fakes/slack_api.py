@@ -96,6 +96,96 @@ def _blocks_text(blocks: list[Any]) -> str:
     return "\n".join(parts)
 
 
+def _said(
+    ts: str, user: str, text: str, thread_ts: str | None, parent_user: str | None, team: str
+) -> dict[str, Any]:
+    """A message as Slack nests it in `message` / `previous_message` of a change event."""
+    said: dict[str, Any] = {
+        "type": "message",
+        "user": user,
+        "text": text,
+        "ts": ts,
+        "team": team,
+        "blocks": [
+            {
+                "type": "rich_text",
+                "block_id": "b" + ts.replace(".", "")[-6:],
+                "elements": [
+                    {"type": "rich_text_section", "elements": [{"type": "text", "text": text}]}
+                ],
+            }
+        ],
+    }
+    if thread_ts:
+        said["thread_ts"] = thread_ts
+        if thread_ts != ts:
+            said["parent_user_id"] = parent_user or user
+    return said
+
+
+def message_deleted_event(
+    ts: str,
+    *,
+    channel: str,
+    user: str,
+    text: str,
+    event_ts: str,
+    thread_ts: str | None = None,
+    parent_user: str | None = None,
+    channel_type: str = "channel",
+    team: str = "T0TEST",
+) -> dict[str, Any]:
+    """The `message` event of subtype `message_deleted` Slack sends when a message is deleted
+    (docs.slack.dev/reference/events/message/message_deleted): hidden, `deleted_ts` names the
+    message, `ts`/`event_ts` the deletion, `previous_message` the message as it was."""
+    return {
+        "type": "message",
+        "subtype": "message_deleted",
+        "hidden": True,
+        "channel": channel,
+        "ts": event_ts,
+        "deleted_ts": ts,
+        "event_ts": event_ts,
+        "channel_type": channel_type,
+        "previous_message": _said(ts, user, text, thread_ts, parent_user, team),
+    }
+
+
+def message_changed_event(
+    ts: str,
+    *,
+    channel: str,
+    user: str,
+    old_text: str,
+    new_text: str,
+    event_ts: str,
+    thread_ts: str | None = None,
+    parent_user: str | None = None,
+    channel_type: str = "channel",
+    team: str = "T0TEST",
+    edited: bool = True,
+) -> dict[str, Any]:
+    """The `message` event of subtype `message_changed` Slack sends when a message changes
+    (docs.slack.dev/reference/events/message/message_changed): hidden, `message` is the message
+    now (with `edited` when a person edited its text), `previous_message` as it was, `ts` /
+    `event_ts` the change. `edited=False`: a change that is not an edit (a thread's reply count,
+    an unfurl), text unchanged."""
+    now = _said(ts, user, new_text, thread_ts, parent_user, team)
+    if edited:
+        now["edited"] = {"user": user, "ts": event_ts}
+    return {
+        "type": "message",
+        "subtype": "message_changed",
+        "hidden": True,
+        "channel": channel,
+        "ts": event_ts,
+        "event_ts": event_ts,
+        "channel_type": channel_type,
+        "message": now,
+        "previous_message": _said(ts, user, old_text, thread_ts, parent_user, team),
+    }
+
+
 @dataclass
 class _Failure:
     status: int

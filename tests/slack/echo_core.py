@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from bot.core import CommandReply, CommandRequest
+from bot.core import CommandReply, CommandRequest, MessageChange
 from bot.inbox import InboxWorker, ServesInbox
 from bot.keys import SessionKey
-from bot.messages import IncomingMessage, ReplySink
+from bot.messages import IncomingMessage, MessageRef, ReplySink
 
 
 @dataclass
@@ -28,6 +28,8 @@ class EchoCore(ServesInbox):
     seen: set[str] = field(default_factory=set)
     messages: list[IncomingMessage] = field(default_factory=list)
     commands: list[CommandRequest] = field(default_factory=list)
+    # Platform deletes and edits applied: ("deleted", ref, None) / ("edited", ref, text).
+    changes: list[tuple[str, MessageRef, str | None]] = field(default_factory=list)
     health_status: dict[str, bool] = field(default_factory=lambda: {"store": True, "cache": True})
     command_delay: float = 0.0
     closed: bool = False
@@ -66,6 +68,14 @@ class EchoCore(ServesInbox):
                 return CommandReply("Sorry, only workspace admins can change tools.", ok=False)
             return CommandReply(f"**{words[0]}ed** `{words[1] if len(words) > 1 else ''}`")
         return CommandReply(f"**/{request.command}** {request.text or 'show'}")
+
+    async def message_deleted(self, ref: MessageRef) -> MessageChange:
+        self.changes.append(("deleted", ref, None))
+        return MessageChange(found=sum(m.message_id in ref.message_ids for m in self.messages))
+
+    async def message_edited(self, ref: MessageRef, text: str) -> MessageChange:
+        self.changes.append(("edited", ref, text))
+        return MessageChange(found=sum(m.message_id in ref.message_ids for m in self.messages))
 
     async def in_conversation(self, session: SessionKey) -> bool:
         return any(m.session == session for m in self.messages)

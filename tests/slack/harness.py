@@ -28,7 +28,7 @@ from adapters.slack import SlackConfig, create_http_app
 from adapters.slack.connguard import GuardedSite, app_runner
 from adapters.slack.oauth import SlackInstallationStorage
 from bot.core import BotCore
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack_api import FakeSlack, message_changed_event, message_deleted_event
 
 SECRET = "test-signing-secret"
 _ts = itertools.count(1)
@@ -269,6 +269,64 @@ class SlackHarness:
             event["thread_ts"] = thread_ts
         await self.send_event(event, event_id=event_id)
         return ts
+
+    async def delete_message(
+        self,
+        ts: str,
+        *,
+        text: str,
+        channel: str = "C1",
+        user: str = "U1",
+        thread_ts: str | None = None,
+        parent_user: str | None = None,
+        channel_type: str = "channel",
+    ) -> str:
+        """`user` deletes their message `ts` (`text` as it was): Slack's `message_deleted`
+        event, as Slack sends it. Returns its event id."""
+        event = message_deleted_event(
+            ts,
+            channel=channel,
+            user=user,
+            text=text,
+            event_ts=new_ts(),
+            thread_ts=thread_ts,
+            parent_user=parent_user,
+            channel_type=channel_type,
+            team=self.team,
+        )
+        await self.send_event(event)
+        return self.sent[-1]
+
+    async def edit_message(
+        self,
+        ts: str,
+        new_text: str,
+        *,
+        old_text: str,
+        channel: str = "C1",
+        user: str = "U1",
+        thread_ts: str | None = None,
+        parent_user: str | None = None,
+        channel_type: str = "channel",
+        edited: bool = True,
+    ) -> str:
+        """`user` edits their message `ts` from `old_text` to `new_text`: Slack's
+        `message_changed` event. Returns its event id."""
+        event = message_changed_event(
+            ts,
+            channel=channel,
+            user=user,
+            old_text=old_text,
+            new_text=new_text,
+            event_ts=new_ts(),
+            thread_ts=thread_ts,
+            parent_user=parent_user,
+            channel_type=channel_type,
+            team=self.team,
+            edited=edited,
+        )
+        await self.send_event(event)
+        return self.sent[-1]
 
     async def command(
         self,

@@ -273,3 +273,27 @@ async def test_set_audiences_makes_an_entry_private_to_its_place(index: MemoryIn
     assert [e.id for e in (await index.changes(MemoryScope(T1, (GENERAL,)))).entries] == [
         "cited_bot"
     ]
+
+
+ALICE_T2 = PersonKey("slack", "T2", "UA")
+
+
+async def test_entries_are_found_by_the_messages_they_were_drawn_from(index: MemoryIndex) -> None:
+    session = f"{GENERAL}:-"
+    both = entry("both", "two turns").model_copy(
+        update={"source_ids": [f"{session}#3", f"{session}#5"]}
+    )
+    spans = entry("spans", "across sessions").model_copy(
+        update={"session": "", "source_ids": [f"{session}#5", f"{SECRET}:-#1"]}
+    )
+    other_team = entry(
+        "t2", "elsewhere", team="slack:T2", place="slack:T2:CGEN", people=(ALICE_T2,)
+    ).model_copy(update={"source_ids": ["slack:T2:CGEN:-#5"]})
+    await index.add([entry("3", "three"), both, spans, entry("9", "nine"), other_team])
+    found = await index.entries_from_sources(T1, [f"{session}#5", f"{session}#404"])
+    assert [e.id for e in found] == ["both", "spans"]  # oldest stamp first
+    assert [e.id for e in await index.entries_from_sources(T1, [f"{session}#3"])] == ["3", "both"]
+    assert await index.entries_from_sources(T1, []) == []
+    assert await index.entries_from_sources(T1, [f"{session}#9x"]) == []
+    assert await index.entries_from_sources(T2, [f"{session}#5"]) == []  # per team
+    assert [e.id for e in await index.entries_from_sources(T2, ["slack:T2:CGEN:-#5"])] == ["t2"]
