@@ -71,6 +71,25 @@ class Route:
         return SessionKey(PLATFORM, self.guild, self.channel, thread)
 
 
+def is_private_place(channel: object) -> bool:
+    """A guild place not every member can read (the audience rule, `bot.audience`): a private
+    thread, or a channel (a thread's parent) whose permissions deny @everyone VIEW_CHANNEL.
+    What cannot be told (a parent not in discord.py's cache) counts as private, the narrowest."""
+    if isinstance(channel, discord.Thread):
+        if channel.type == discord.ChannelType.private_thread:
+            return True
+        parent = channel.parent
+        if parent is None:
+            return True
+        channel = parent
+    if not isinstance(channel, discord.abc.GuildChannel):
+        return True
+    try:
+        return not channel.permissions_for(channel.guild.default_role).view_channel
+    except Exception:  # a partial or unexpected channel: never widen
+        return True
+
+
 def safe_mentions(message: discord.Message) -> discord.AllowedMentions:
     """No @everyone/@here, no roles, no reply ping; only users the asker named may be pinged."""
     named = [u for u in message.mentions if not u.bot]
@@ -406,6 +425,7 @@ class DiscordHandlers:
             message_id=str(message.id),
             user_name=message.author.display_name,
             is_dm=route.kind == "dm",
+            is_private=route.kind != "dm" and is_private_place(message.channel),
             attachments=tuple(_attachment(a) for a in message.attachments),
         )
         sink = DiscordReplySink(

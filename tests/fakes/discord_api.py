@@ -248,15 +248,27 @@ class FakeDiscord:
             self.add_channel(guild_id, f"general-{i}" if i else "general")
         return guild_id
 
-    def add_channel(self, guild_id: str, name: str) -> str:
+    def add_channel(self, guild_id: str, name: str, *, private: bool = False) -> str:
+        """A text channel; `private`: @everyone may not view it (an overwrite denying
+        VIEW_CHANNEL to the role whose id is the guild's), the bot may (a member overwrite), as
+        Discord's "private channel" toggle sets it up."""
         channel_id = snowflake()
+        view = str(1 << 10)
+        overwrites = (
+            [
+                {"id": guild_id, "type": 0, "allow": "0", "deny": view},
+                {"id": self.app_id, "type": 1, "allow": view, "deny": "0"},
+            ]
+            if private
+            else []
+        )
         channel = {
             "id": channel_id,
             "type": 0,
             "guild_id": guild_id,
             "name": name,
             "position": len(self.guilds[guild_id]["channels"]),
-            "permission_overwrites": [],
+            "permission_overwrites": overwrites,
             "nsfw": False,
             "parent_id": None,
             "topic": None,
