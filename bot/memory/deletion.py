@@ -19,7 +19,10 @@ within its channel, a Discord id anywhere in the team), in this order:
 3. Once the indexing under way has written what it read (`settle`), the index is passed again
    (anything indexed meanwhile from the message goes too) and the excerpts of the turns around
    the message are made again from what remains: the one of its own turn (if anything of it is
-   left) and the next turn's, whose match-only `context` quoted it. They go through the
+   left) and the next turn's, whose match-only `context` quoted it. Later turns of the session
+   whose bot replies or tool-call arguments quoted the deleted words have them cut out (the
+   rest kept, `bot.memory.copies`; under the lock, in step 2), and their excerpts are made
+   again too. They go through the
    indexer's `add` (embedded when an embedder is configured). Consolidated memories are not
    made again (a memory mixes turns and people; the nightly run does not revisit old messages).
 4. Memories recalled from a dropped entry into later messages (`meta["recalled"]`, sent again
@@ -54,7 +57,9 @@ from typing import Any, Protocol
 
 from bot.core import MessageChange
 from bot.keys import PersonKey, SessionKey, TeamKey
+from bot.memory.copies import WordCutter
 from bot.memory.episodic.excerpts import excerpts
+from bot.memory.erasure import cut_message
 from bot.memory.render import (
     RECALLED,
     RECALLED_FROM,
@@ -284,7 +289,36 @@ class PlatformChanges:
         tally.messages += await self.store.delete_messages(key, seqs)
         tally.tool_calls += await self.store.delete_tool_calls(key, calls)
         tally.touched.setdefault(key.id, set()).update(seqs)
+        tally.touched[key.id].update(await self._cut_quotes(key, messages, min(seqs)))
         tally.turns.setdefault(key.id, set()).update(m.turn_id for m in messages)
+
+    async def _cut_quotes(
+        self, key: SessionKey, deleted: list[StoredMessage], after: int
+    ) -> set[int]:
+        """The deleted words where later turns of the session quote them (the bot repeats what
+        it was given: its replies, its tool-call arguments), cut out with the rest kept
+        (`bot.memory.copies`); people's own messages stay as they typed them. Returns the
+        seqs of the person's messages of the turns changed (their excerpts are made again)."""
+        cutter = WordCutter.of(m.content for m in deleted)
+        if not cutter:
+            return set()
+        head, _ = await self.store.head(key)
+        edited: list[StoredMessage] = []
+        asked: dict[str, int] = {}
+        cursor = after
+        while cursor < head:
+            upto = min(cursor + TURN_PAGE, head)
+            for m in await self.store.between(key, after_seq=cursor, upto_seq=upto):
+                own = m.role == "user" and not m.from_tool
+                if own:
+                    asked.setdefault(m.turn_id, m.seq)
+                cut = cut_message(m, cutter, None, keep_text=own)
+                if cut is not None:
+                    edited.append(cut)
+            cursor = upto
+        if edited:
+            await self.store.rewrite_messages(edited)
+        return {asked[m.turn_id] for m in edited if m.turn_id in asked}
 
     async def _with_turns(
         self, key: SessionKey, messages: list[StoredMessage]

@@ -31,7 +31,7 @@ from bot.core import CommandRequest
 from bot.keys import PersonKey
 from bot.memory.audit import audit
 from bot.memory.nightly import build_consolidator
-from bot.messages import IncomingMessage
+from bot.messages import IncomingMessage, MessageRef
 from tests.fakes.openai_server import FakeOpenAI, Step, default_brain, message_text, text
 from tests.helpers import CollectingSink
 
@@ -75,7 +75,7 @@ class Bot:
     def __init__(self, app: BotApp, fake: FakeOpenAI) -> None:
         self.app, self.fake = app, fake
 
-    async def say(self, user: str, words: str, where: Place) -> str:
+    async def say(self, user: str, words: str, where: Place, message_id: str = "") -> str:
         """One message; returns everything the model was sent for it (chat requests)."""
         before = len(self.fake.requests)
         sink = CollectingSink()
@@ -86,7 +86,7 @@ class Bot:
             thread=where.thread,
             user=user,
             text=words,
-            message_id=f"{next(_ids)}.000",
+            message_id=message_id or f"{next(_ids)}.000",
             is_dm=where.dm,
             is_private=where.private,
         )
@@ -329,3 +329,30 @@ async def test_forget_one_fact_takes_its_remember_turn_and_stays_forgotten(
     # The next consolidation reads the same messages and does not make it again.
     await build_consolidator(bot.app).run()
     assert not [f for f in await bot.app.store.list_facts(person) if "pangolin" in f.text]
+
+
+async def test_a_platform_delete_leaves_no_copy_in_the_conversation(backend: Any) -> None:
+    """Alice deletes her message on the platform: gone from the store, from the bot's replies
+    in Bob's later turns that repeated it, from the index and the summary; Bob's words stay."""
+    bot, where = backend
+    await bot.say("UA", ALICE_WORDS, C1_THREAD, message_id="1700.5")
+    await bot.say("UB", BOB_WORDS, C1_THREAD)
+    for n in range(3):
+        sent = await bot.say("UB", f"what did she say, question {n}?", C1_THREAD)
+        assert "Whiskerton" in sent  # the parrot repeats Alice's turn in Bob's
+    await bot.settle()
+    assert leftovers(where, "Whiskerton")
+
+    change = await bot.app.message_deleted(
+        MessageRef("slack", "T1", ("1700.5",), channel=C1_THREAD.channel)
+    )
+    assert not change.failed
+    await bot.settle()
+
+    for phrase in ALICE_PHRASES:
+        found = await audit(phrase=phrase, person=None, store=bot.app.store, cache=bot.app.cache)
+        assert found == [], (phrase, found)
+        assert leftovers(where, phrase) == [], phrase
+    assert leftovers(where, "zebra-wiki-88")  # Bob's words are his
+    sent = await bot.say("UB", "and what about the cat?", C1_THREAD)
+    assert "Whiskerton" not in sent and "combination is 4471" not in sent
