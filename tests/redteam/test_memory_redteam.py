@@ -30,6 +30,7 @@ from bot.app import BotApp
 from bot.core import CommandRequest
 from bot.keys import PersonKey
 from bot.memory.audit import audit
+from bot.memory.audit_cli import run_audit
 from bot.memory.nightly import build_consolidator
 from bot.messages import IncomingMessage, MessageRef
 from tests.fakes.openai_server import FakeOpenAI, Step, default_brain, message_text, text
@@ -300,6 +301,7 @@ async def test_forget_all_leaves_no_copy_and_keeps_everyone_elses_words(backend:
     for phrase in ALICE_PHRASES:
         found = await audit(phrase=phrase, person=None, store=app.store, cache=app.cache)
         assert found == [], (phrase, found)
+        assert await run_audit(app.settings, "slack:T1:UA", phrase) == 0, phrase  # the CLI's
         assert leftovers(where, phrase) == [], phrase
     # Nothing of Bob's is lost: his words, his sessions, his turns in the shared thread.
     assert leftovers(where, "zebra-wiki-88")
