@@ -75,7 +75,7 @@ def spans(haystack: str, needles: Iterable[str]) -> list[tuple[int, int]]:
             end = start + len(needle)
             found.append((folded.origin[start], folded.origin[end - 1] + 1))
             start = folded.text.find(needle, end)
-    return _merge(found)
+    return merge(found)
 
 
 def cut(text: str, ranges: list[tuple[int, int]], mark: str = CUT_MARK) -> str:
@@ -92,10 +92,11 @@ def cut(text: str, ranges: list[tuple[int, int]], mark: str = CUT_MARK) -> str:
     return "".join(out)
 
 
-def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def merge(ranges: list[tuple[int, int]], *, gap: int = 0) -> list[tuple[int, int]]:
+    """Ranges sorted, overlapping ones (or ones at most `gap` characters apart) made one."""
     merged: list[tuple[int, int]] = []
     for start, end in sorted(ranges):
-        if merged and start <= merged[-1][1]:
+        if merged and start <= merged[-1][1] + gap:
             merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
         else:
             merged.append((start, end))

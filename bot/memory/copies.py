@@ -6,11 +6,12 @@ consolidated memories, tool-call arguments. `/memory forget all` and a platform 
 from those records with a `WordCutter` built from what the person said.
 
 What counts as a quote (matched after `bot.textfold` folding, so case and Unicode forms do not
-hide one): any run of `SHINGLE` consecutive words of one of the person's texts, and a whole
-shorter sentence of theirs that carries a distinctive word (one with a digit, or of `LONG_WORD`
-letters or more), or a one-word message that is a code (letters and digits, `MIN_CODE` or more
-characters). Common short sentences ("thank you so much", "yes", "I love my cat") are not cut
-from other people's records: they say nothing of the person and are everyone's words too.
+hide one): any run of `SHINGLE` consecutive words of one of the person's texts; a whole shorter
+sentence of theirs that carries a distinctive word (`LONG_WORD` letters or more, letters mixed
+with digits, or a number of `MIN_NUMBER` digits or more); a one-word message that is a code
+(letters and digits, `MIN_CODE` or more characters). Common short sentences ("thank you so
+much", "yes", "I love my cat", "room 4") are not cut from other people's records: they say
+nothing of the person and are everyone's words too.
 A paraphrase is not a quote and is not found; records drawn wholly from
 the person's words (their messages, summaries of their turns, entries naming them) are erased
 whole elsewhere, not cut here.
@@ -25,11 +26,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from bot.textfold import CUT_MARK, Folded, fold_map
+from bot.textfold import Folded, cut, fold_map, merge
 
 SHINGLE = 6
 LONG_WORD = 8
 MIN_CODE = 6
+MIN_NUMBER = 3  # digits
 _WORD = re.compile(r"\w+")
 _SENTENCE_END = re.compile(r"[.!?;\n]+")
 
@@ -38,12 +40,19 @@ def _words(folded: str) -> list[str]:
     return _WORD.findall(folded)
 
 
+def _rare(word: str) -> bool:
+    """A word that says something of who wrote it: long, a code (letters and digits), or a
+    number of three digits or more ("room 4" and "at 5" are everyone's)."""
+    digits = sum(c.isdigit() for c in word)
+    return len(word) >= LONG_WORD or (0 < digits < len(word)) or digits >= MIN_NUMBER
+
+
 def _distinctive(words: list[str]) -> bool:
     if len(words) == 1:
         (word,) = words
         has_digit = any(c.isdigit() for c in word)
         return len(word) >= MIN_CODE and has_digit and any(c.isalpha() for c in word)
-    return any(any(c.isdigit() for c in w) or len(w) >= LONG_WORD for w in words)
+    return any(_rare(w) for w in words)
 
 
 @dataclass
@@ -85,32 +94,12 @@ class WordCutter:
             for i in range(len(tokens) - n + 1):
                 if tuple(t[0] for t in tokens[i : i + n]) in grams:
                     found.append(_original(folded, tokens[i][1], tokens[i + n - 1][2]))
-        return _merge(found)
+        return merge(found, gap=1)  # quotes one space or mark apart: one cut
 
     def cut(self, text: str) -> str:
         """`text` with every quote of the person replaced by a mark; unchanged when none."""
-        ranges = self.spans(text)
-        if not ranges:
-            return text
-        out: list[str] = []
-        at = 0
-        for start, end in ranges:
-            out.append(text[at:start])
-            out.append(CUT_MARK)
-            at = end
-        out.append(text[at:])
-        return "".join(out)
+        return cut(text, self.spans(text))
 
 
 def _original(folded: Folded, start: int, end: int) -> tuple[int, int]:
     return folded.origin[start], folded.origin[end - 1] + 1
-
-
-def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(ranges):
-        if merged and start <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((start, end))
-    return merged
