@@ -1,0 +1,190 @@
+"""Review of issue 19 ("Memory you can trust II"): defects found as an attacker and a demanding
+user would look for them. Each test fails on the code it was written against and is marked
+`xfail(strict=True)`, so the suite stays green and a fix turns it into an XPASS (then drop the
+mark). The bot is the red team's: a parrot model that repeats its whole context.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.keys import PersonKey
+from bot.memory.audit import audit
+from tests.fakes.openai_server import FakeOpenAI
+from tests.redteam.test_memory_redteam import (
+    C1,
+    C1_THREAD,
+    C2,
+    P1,
+    Bot,
+    Place,
+    dm,
+    leftovers,
+    parrot,
+)
+
+ALICE = PersonKey("slack", "T1", "UA")
+_n = iter(range(10_000, 1_000_000))
+
+
+async def say_on(
+    bot: Bot,
+    user: str,
+    words: str,
+    *,
+    platform: str,
+    team: str,
+    channel: str,
+    thread: str | None = None,
+    private: bool = False,
+    is_dm: bool = False,
+) -> str:
+    """`Bot.say` on any platform and team (as an adapter builds the message)."""
+    from bot.messages import IncomingMessage
+    from tests.helpers import CollectingSink
+
+    before = len(bot.fake.requests)
+    sink = CollectingSink()
+    msg = IncomingMessage(
+        platform=platform,
+        team=team,
+        channel=channel,
+        thread=thread,
+        user=user,
+        text=words,
+        message_id=str(next(_n)),
+        is_dm=is_dm,
+        is_private=private,
+    )
+    await bot.app.handle_message(msg, sink)
+    assert sink.final is not None and not sink.error, sink.final
+    sent = [r for r in bot.fake.requests[before:] if not r.get("response_format")]
+    return json.dumps(sent, ensure_ascii=False)
+
+
+@pytest.fixture
+async def sq(make_app: Any, fake_openai: FakeOpenAI) -> tuple[Bot, dict[str, Any]]:
+    """The red team's bot on the embedded setup (SQLite, in-process cache)."""
+    fake_openai.brain = parrot
+    app = await make_app(episodic=True)
+    app.memory.policy = dataclasses.replace(app.memory.policy, max_messages=6)
+    return Bot(app, fake_openai), {"kind": "sqlite", "data_dir": Path(app.settings.bot_data_dir)}
+
+
+async def _fact(bot: Bot, person: PersonKey, word: str) -> Any:
+    (fact,) = [f for f in await bot.app.store.list_facts(person) if word in f.text]
+    return fact
+
+
+# --- /memory forget <id> ----------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review: forget <id> of a plain fact (no digit, no 8-letter word) leaves its remember "
+    "call, result and the person's words",
+)
+async def test_forget_id_of_a_plain_fact_drops_its_remember_call(sq: Any) -> None:
+    bot, where = sq
+    await bot.say("UA", "please remember that I live in Berlin", C1)
+    fact = await _fact(bot, ALICE, "Berlin")
+    await bot.command("UA", f"forget {fact.id}")
+    sent = await bot.say("UA", "where do I live?", C1)
+    request = sent.split('"tools"')[0]
+    assert '"remember"' not in request, "the remember call is still in the history"
+    assert "live in Berlin" not in request
+    found = await audit(phrase="live in Berlin", person=None, store=bot.app.store, cache=bot.app.cache)
+    assert found == [], found
+
+
+# --- platform deletes -------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review: a platform delete cuts the recalled block from Bob's DM but not the bot's "
+    "reply there that repeated it",
+)
+async def test_a_platform_delete_cuts_the_words_from_replies_in_other_sessions(sq: Any) -> None:
+    """Alice's message in a public channel is recalled into Bob's DM and the bot's reply there
+    repeats it (a model quotes what it was given). Alice deletes her message: the reply in
+    Bob's DM still holds her words, and goes back to the model with Bob's next turn."""
+    from bot.messages import MessageRef
+
+    bot, where = sq
+    await bot.say("UA", "My locker combination is 4471 and my cat is Mr Whiskerton", C1, "1700.7")
+    await bot.settle()
+    sent = await bot.say("UB", "what about the locker combination and Whiskerton?", dm("UB"))
+    assert "Whiskerton" in sent  # recalled from the public channel, the reply repeats it
+    change = await bot.app.message_deleted(MessageRef("slack", "T1", ("1700.7",), channel="C1"))
+    assert not change.failed and change.found == 1
+    await bot.settle()
+    assert leftovers(where, "Whiskerton") == []
+    sent = await bot.say("UB", "anything else?", dm("UB"))
+    assert "Whiskerton" not in sent
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review: the tombstone matches the exact folded text only; the consolidation's own "
+    "wording of the same statement makes the forgotten fact again",
+)
+async def test_a_forgotten_fact_is_not_made_again_in_other_words(sq: Any) -> None:
+    """Alice says she is allergic, asks the bot to remember it, then asks it to forget it. That
+    night the consolidation reads her statement (said before the forget) and words it as a
+    model does ("Is allergic to ..."): the tombstone of "I am allergic to ..." does not see
+    it, and the fact she asked to forget is back in her context."""
+    from bot.memory.nightly import build_consolidator
+
+    bot, _ = sq
+    await bot.say("UA", "I am allergic to pangolin-scales-5.", C1)
+    await bot.say("UA", "please remember that I am allergic to pangolin-scales-5", C1)
+    fact = await _fact(bot, ALICE, "pangolin")
+    await bot.command("UA", f"forget {fact.id}")
+    assert not [f for f in await bot.app.store.list_facts(ALICE) if "pangolin" in f.text]
+    await bot.settle()
+    await build_consolidator(bot.app).run()
+    remade = [f.text for f in await bot.app.store.list_facts(ALICE) if "pangolin" in f.text]
+    assert remade == [], remade
+
+
+# --- the audience rule: Discord private threads -------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review: a Discord private thread's audience and place are its public parent "
+    "channel's, so its memories are recalled in the parent channel",
+)
+async def test_a_discord_private_thread_stays_out_of_its_public_parent_channel(sq: Any) -> None:
+    """The Discord adapter gives a thread's messages `channel` = the parent channel and
+    `thread` = the thread (adapters/discord/handlers.py Route), and marks a private thread
+    `is_private`. The audience (`IncomingMessage.audience`) and the index place (`place_id`)
+    are built from `channel` only: the private thread's excerpts are entries of the public
+    parent channel, and the channel scope (`place IN (...)`) recalls them there."""
+    bot, _ = sq
+    where = {"platform": "discord", "team": "G1", "channel": "C100"}
+    await say_on(
+        bot, "UA", "Our layoffs list has Zelmanovich-77 on it", **where, thread="T9", private=True
+    )
+    await bot.settle()
+    sent = await say_on(bot, "UB", "anything about Zelmanovich-77 or layoffs?", **where)
+    assert "Zelmanovich-77 on it" not in sent
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review: a fact remembered in one Discord private thread is used in another "
+    "private thread of the same channel (same audience id)",
+)
+async def test_a_fact_of_one_discord_private_thread_stays_out_of_another(sq: Any) -> None:
+    bot, _ = sq
+    where = {"platform": "discord", "team": "G1", "channel": "C100", "private": True}
+    await say_on(bot, "UA", "please remember that I see a therapist-4471", **where, thread="T1")
+    sent = await say_on(bot, "UA", "what do you know about me?", **where, thread="T2")
+    assert "therapist-4471" not in sent
