@@ -229,3 +229,56 @@ async def test_forget_all_does_not_undo_a_platform_delete_made_while_it_waited(s
     await forget
     await bot.settle()
     assert leftovers(where, "Quixotic-5521") == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review: a platform delete only closes the facts drawn from the message; their text "
+    "stays in the fact store (history, /memory show history, the audit finds it)",
+)
+async def test_a_deleted_remember_message_leaves_no_fact_text(sq: Any) -> None:
+    """DESIGN: deleting a message erases it "as /memory forget does for its author"; the README
+    says the files are compacted "so `bot memory audit` finds nothing". The fact the deleted
+    message asked to remember is closed, not erased: its words stay in the facts table."""
+    from bot.messages import MessageRef
+
+    bot, where = sq
+    await bot.say("UA", "please remember that my door code is 7782-QX", C1, "1700.71")
+    assert await _fact(bot, ALICE, "7782-QX")
+    change = await bot.app.message_deleted(MessageRef("slack", "T1", ("1700.71",), channel="C1"))
+    assert change.facts == 1
+    found = await audit(phrase="7782-QX", person=None, store=bot.app.store, cache=bot.app.cache)
+    assert found == [], found
+    assert leftovers(where, "7782-QX") == []
+
+
+# --- the audience rule: Slack Connect -----------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review: a Slack Connect (externally shared) public channel counts as public to the "
+    "team, so the team's public facts are used where another organisation reads the reply",
+)
+async def test_a_slack_connect_channel_is_not_a_public_place_of_the_team() -> None:
+    """`public` means "anyone in the team could read it" (bot/audience.py). A channel shared
+    with another organisation (`is_ext_shared`) is read by people outside the team, who could
+    not read the team's other public channels: Alice's fact said in #general must not be used
+    there. `ChannelDirectory.is_private` looks at is_private / is_mpim / is_im only."""
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from adapters.slack.channels import ChannelDirectory
+    from tests.fakes.slack_api import FakeSlack
+
+    fake = await FakeSlack().start()
+    try:
+
+        def shared(args: dict[str, Any], who: Any) -> dict[str, Any]:
+            channel = {"id": str(args.get("channel")), "is_channel": True, "is_private": False}
+            return {"ok": True, "channel": channel | {"is_ext_shared": True, "is_shared": True}}
+
+        fake.api_conversations_info = shared  # type: ignore[method-assign]
+        client = AsyncWebClient(token=fake.bot_token, base_url=fake.api_url)
+        assert await ChannelDirectory().is_private(client, fake.team_id, "C0EXT") is True
+    finally:
+        await fake.close()
