@@ -282,3 +282,29 @@ async def test_a_slack_connect_channel_is_not_a_public_place_of_the_team() -> No
         assert await ChannelDirectory().is_private(client, fake.team_id, "C0EXT") is True
     finally:
         await fake.close()
+
+
+# --- forget all destroying someone else's words -------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review: forget all cuts Bob's own sentence from his conversation (the bot's replies, "
+    "his summary) because Alice once typed the same words elsewhere",
+)
+async def test_forget_all_keeps_words_bob_said_himself(sq: Any) -> None:
+    """The cutter is built from Alice's words only; a record of Bob's conversation that repeats
+    what Bob himself typed there is cut too when Alice happens to have typed the same six words
+    somewhere else (a request many people type). Alice was never in C1; after her forget all,
+    the bot's replies in Bob's channel read "[…]" where they repeated Bob."""
+    from bot.keys import SessionKey
+
+    bot, _ = sq
+    request = "Can you summarize the meeting notes for the release please"
+    await bot.say("UA", request, C2)
+    await bot.say("UB", request, C1)
+    session = SessionKey("slack", "T1", "C1")
+    before = [m.content for m in await bot.app.store.between(session, after_seq=0, upto_seq=99)]
+    await bot.command("UA", "forget all")
+    after = [m.content for m in await bot.app.store.between(session, after_seq=0, upto_seq=99)]
+    assert after == before
