@@ -353,3 +353,52 @@ def test_a_discord_message_of_the_previous_release_is_not_settled_as_public() ->
     # A user message of 6676e71 in a Discord private channel: `sent_at` only (turn.py then).
     legacy = {"message_id": "1234", "sent_at": "2026-12-20T10:00:00+00:00"}
     assert not Audience.parse(message_audience("discord:G1:C77:-", legacy)).public
+
+
+# --- Slack: deleting a message that has a thread ------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review: Slack deletes a thread parent as message_changed to a 'tombstone'; the bot "
+    "takes it for an edit to 'This message was deleted.' and erases nothing",
+)
+def test_deleting_a_slack_message_with_the_bots_thread_is_a_delete() -> None:
+    """The bot answers a channel mention in a thread under it, so almost every message it
+    answered in a channel is a thread parent. Deleting a thread parent in Slack does not send
+    `message_deleted`: Slack sends `message_changed` whose `message` is a tombstone
+    (`subtype: "tombstone"`, `user: "USLACKBOT"`, text "This message was deleted.", same
+    `ts`). `route_change` makes it an edit: the stored words are replaced by Slack's
+    placeholder, the facts drawn from it are kept (edits keep facts), and the bot's reply in
+    the thread that quoted the message stays."""
+    from adapters.slack.routing import route_change
+
+    tombstone = {
+        "type": "message",
+        "subtype": "message_changed",
+        "hidden": True,
+        "channel": "C1",
+        "ts": "1700.99",
+        "event_ts": "1700.99",
+        "channel_type": "channel",
+        "message": {
+            "type": "message",
+            "subtype": "tombstone",
+            "text": "This message was deleted.",
+            "user": "USLACKBOT",
+            "hidden": True,
+            "ts": "1700.5",
+            "thread_ts": "1700.5",
+            "reply_count": 1,
+        },
+        "previous_message": {
+            "type": "message",
+            "user": "UA",
+            "text": "<@UBOT> My locker combination is 4471",
+            "ts": "1700.5",
+            "thread_ts": "1700.5",
+        },
+    }
+    change = route_change(tombstone, team="T1", bot_user_id="UBOT", bot_id="BBOT")
+    assert change is not None and change.kind == "deleted", change
+
