@@ -20,9 +20,7 @@ from tests.redteam.test_memory_redteam import (
     C1,
     C1_THREAD,
     C2,
-    P1,
     Bot,
-    Place,
     dm,
     leftovers,
     parrot,
@@ -76,6 +74,16 @@ async def sq(make_app: Any, fake_openai: FakeOpenAI) -> tuple[Bot, dict[str, Any
     return Bot(app, fake_openai), {"kind": "sqlite", "data_dir": Path(app.settings.bot_data_dir)}
 
 
+async def _until(done: Any, seconds: float = 20.0) -> None:
+    import asyncio
+
+    for _ in range(int(seconds * 100)):
+        if done():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("timed out")
+
+
 async def _fact(bot: Bot, person: PersonKey, word: str) -> Any:
     (fact,) = [f for f in await bot.app.store.list_facts(person) if word in f.text]
     return fact
@@ -90,7 +98,7 @@ async def _fact(bot: Bot, person: PersonKey, word: str) -> Any:
     "call, result and the person's words",
 )
 async def test_forget_id_of_a_plain_fact_drops_its_remember_call(sq: Any) -> None:
-    bot, where = sq
+    bot, _ = sq
     await bot.say("UA", "please remember that I live in Berlin", C1)
     fact = await _fact(bot, ALICE, "Berlin")
     await bot.command("UA", f"forget {fact.id}")
@@ -98,7 +106,9 @@ async def test_forget_id_of_a_plain_fact_drops_its_remember_call(sq: Any) -> Non
     request = sent.split('"tools"')[0]
     assert '"remember"' not in request, "the remember call is still in the history"
     assert "live in Berlin" not in request
-    found = await audit(phrase="live in Berlin", person=None, store=bot.app.store, cache=bot.app.cache)
+    found = await audit(
+        phrase="live in Berlin", person=None, store=bot.app.store, cache=bot.app.cache
+    )
     assert found == [], found
 
 
@@ -168,7 +178,7 @@ async def test_a_discord_private_thread_stays_out_of_its_public_parent_channel(s
     are built from `channel` only: the private thread's excerpts are entries of the public
     parent channel, and the channel scope (`place IN (...)`) recalls them there."""
     bot, _ = sq
-    where = {"platform": "discord", "team": "G1", "channel": "C100"}
+    where: dict[str, Any] = {"platform": "discord", "team": "G1", "channel": "C100"}
     await say_on(
         bot, "UA", "Our layoffs list has Zelmanovich-77 on it", **where, thread="T9", private=True
     )
@@ -184,7 +194,12 @@ async def test_a_discord_private_thread_stays_out_of_its_public_parent_channel(s
 )
 async def test_a_fact_of_one_discord_private_thread_stays_out_of_another(sq: Any) -> None:
     bot, _ = sq
-    where = {"platform": "discord", "team": "G1", "channel": "C100", "private": True}
+    where: dict[str, Any] = {
+        "platform": "discord",
+        "team": "G1",
+        "channel": "C100",
+        "private": True,
+    }
     await say_on(bot, "UA", "please remember that I see a therapist-4471", **where, thread="T1")
     sent = await say_on(bot, "UA", "what do you know about me?", **where, thread="T2")
     assert "therapist-4471" not in sent
@@ -220,11 +235,9 @@ async def test_forget_all_does_not_undo_a_platform_delete_made_while_it_waited(s
         delete = asyncio.create_task(
             app.message_deleted(MessageRef("slack", "T1", ("1700.61",), channel="C1"))
         )
-        while app.session_locks.users(session.id) < 2:
-            await asyncio.sleep(0.01)
+        await _until(lambda: app.session_locks.users(session.id) >= 2)
         forget = asyncio.create_task(bot.command("UA", "forget all"))
-        while app.session_locks.users(session.id) < 3:
-            await asyncio.sleep(0.01)
+        await _until(lambda: app.session_locks.users(session.id) >= 3)
     assert not (await delete).failed
     await forget
     await bot.settle()
@@ -327,7 +340,10 @@ async def test_the_audit_finds_words_typed_with_a_curly_apostrophe(sq: Any) -> N
     await bot.say("UA", "My landlord’s name is Gustavsson and he’s awful", C1)
     assert leftovers(where, "Gustavsson")  # stored
     found = await audit(
-        phrase="landlord's name is Gustavsson", person=None, store=bot.app.store, cache=bot.app.cache
+        phrase="landlord's name is Gustavsson",
+        person=None,
+        store=bot.app.store,
+        cache=bot.app.cache,
     )
     assert found, "the audit says the phrase is nowhere"
 
@@ -401,4 +417,3 @@ def test_deleting_a_slack_message_with_the_bots_thread_is_a_delete() -> None:
     }
     change = route_change(tombstone, team="T1", bot_user_id="UBOT", bot_id="BBOT")
     assert change is not None and change.kind == "deleted", change
-
