@@ -3,7 +3,8 @@
 `fold` makes `Straße`, `STRASSE` and `strasse` equal, and a composed `é` equal to `e` + a
 combining accent (Unicode compatibility decomposition, then case folding, then decomposition
 again, since case folding can produce characters that decompose), with every run of
-whitespace one space. Accents are kept: `resume` does not match `résumé`.
+whitespace one space, and curly apostrophes and quotes, primes and dashes their ASCII forms
+(`landlord’s` as typed on a phone is `landlord's` as typed on a keyboard). Accents are kept: `resume` does not match `résumé`.
 
 `fold_map` also says, for every folded character, which character of the original it came
 from, so a match found in folded text can be cut from the original (`spans`, `cut`).
@@ -18,9 +19,21 @@ from dataclasses import dataclass
 CUT_MARK = "[…]"
 
 
+# What phones and word processors type for the ASCII a keyboard gives: curly apostrophes and
+# quotes, primes, the dash family.
+_PUNCTUATION = str.maketrans(
+    {
+        **dict.fromkeys("\u2018\u2019\u201b\u02bc\u2032\uff07", "'"),
+        **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033\uff02", '"'),
+        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe63\uff0d", "-"),
+    }
+)
+
+
 def _fold_char(char: str) -> str:
     if char.isspace():
         return " "
+    char = char.translate(_PUNCTUATION)
     return unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", char).casefold())
 
 

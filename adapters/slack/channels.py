@@ -1,4 +1,5 @@
-"""conversations.info lookups: is a channel private (a private channel or a group DM)?
+"""conversations.info lookups: is a channel private (a private channel, a group DM, or a channel
+shared with another organisation)?
 
 Episodic memories of a private place never leave it, so the core needs to know. The answer is
 cached per team and channel (a channel rarely changes visibility; a public channel turned
@@ -16,6 +17,18 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.slack.errors import api_failed
 
 _LOG = logging.getLogger(__name__)
+# A place whose readers are not (only) the team's own members: a private channel, a group DM, a
+# DM, and a channel shared with another organisation (Slack Connect: `is_ext_shared`; an
+# org-wide or pending share likewise), whose replies people outside the workspace read.
+_NOT_THE_TEAMS = (
+    "is_private",
+    "is_mpim",
+    "is_im",
+    "is_ext_shared",
+    "is_org_shared",
+    "is_pending_ext_shared",
+    "is_shared",
+)
 
 
 class ChannelDirectory:
@@ -33,6 +46,6 @@ class ChannelDirectory:
             api_failed(_LOG, "conversations.info", exc)
             return True  # not cached: asked again next time
         data = resp.get("channel") or {}
-        private = bool(data.get("is_private") or data.get("is_mpim") or data.get("is_im"))
+        private = any(data.get(flag) for flag in _NOT_THE_TEAMS)
         self._private[key] = private
         return private

@@ -179,6 +179,12 @@ def route_change(
     before = before if isinstance(before, Mapping) else {}
     after = event.get("message")
     after = after if isinstance(after, Mapping) else {}
+    if kind == "edited" and after.get("subtype") == "tombstone":
+        # A deleted message that had a thread: Slack keeps a placeholder ("This message was
+        # deleted.", by USLACKBOT) in its place and says so with `message_changed`, not
+        # `message_deleted`. Every channel mention the bot answered is such a thread parent.
+        kind = "deleted"
+        before = {**after, **before, "ts": after.get("ts") or before.get("ts")}
     said = after if kind == "edited" else before
     if _is_self(said, bot_user_id, bot_id) or (_is_bot(said) and not allow_bots):
         return None

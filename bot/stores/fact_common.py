@@ -90,13 +90,19 @@ def lineage(fact_id: str, by_id: dict[str, Fact]) -> list[str]:
     return out
 
 
+# Platforms whose adapter did not flag private places before messages carried their audience
+# (Discord's set `is_private` only with the audience rule): an old message there says nothing.
+UNFLAGGED_PLATFORMS = frozenset({"discord"})
+
+
 def message_audience(session_id: str, meta: Mapping[str, Any]) -> str:
     """Who could read a stored message (`bot.audience` id).
 
     Messages written since turns record it carry it (`meta["audience"]`). Older ones only flag
     a private channel or DM (`meta["private_place"]`, on user messages), without saying which:
     such a message counts as a DM of its place, the narrowest. A message in a place that is a
-    DM by its very id (Discord's DM scope `@dm`, a Slack `D...` channel) is a DM. Anything else
+    DM by its very id (Discord's DM scope `@dm`, a Slack `D...` channel) is a DM. An old Discord
+    message is the narrowest too (the adapter never flagged private channels). Anything else
     without the flag was said in a public channel.
     """
     recorded = meta.get(META_AUDIENCE)
@@ -112,6 +118,8 @@ def message_audience(session_id: str, meta: Mapping[str, Any]) -> str:
     )
     if meta.get(META_PRIVATE_PLACE) or dm_by_id:
         return Audience("dm", place).id
+    if key.platform in UNFLAGGED_PLATFORMS:
+        return Audience("dm", place).id  # never flagged: a private channel looks public
     return PUBLIC
 
 

@@ -268,11 +268,6 @@ async def test_a_deleted_remember_message_leaves_no_fact_text(sq: Any) -> None:
 # --- the audience rule: Slack Connect -----------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: a Slack Connect (externally shared) public channel counts as public to the "
-    "team, so the team's public facts are used where another organisation reads the reply",
-)
 async def test_a_slack_connect_channel_is_not_a_public_place_of_the_team() -> None:
     """`public` means "anyone in the team could read it" (bot/audience.py). A channel shared
     with another organisation (`is_ext_shared`) is read by people outside the team, who could
@@ -326,11 +321,6 @@ async def test_forget_all_keeps_words_bob_said_himself(sq: Any) -> None:
 # --- the audit ----------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: the audit does not match a typewriter apostrophe to the typographic one "
-    "phones type (’), so it reports nothing for words that are stored",
-)
 async def test_the_audit_finds_words_typed_with_a_curly_apostrophe(sq: Any) -> None:
     """Phones type `’` for an apostrophe; an operator at a keyboard types `'`. `bot.textfold`
     folds case and Unicode compatibility forms, not punctuation variants, so `bot memory audit`
@@ -351,11 +341,6 @@ async def test_the_audit_finds_words_typed_with_a_curly_apostrophe(sq: Any) -> N
 # --- records written before this release --------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: Discord messages stored before this release never flagged a private "
-    "channel, yet a message without a flag is settled as public (facts and index entries too)",
-)
 def test_a_discord_message_of_the_previous_release_is_not_settled_as_public() -> None:
     """Until 6e41315 (in this very issue) the Discord adapter never set `is_private`, so no
     stored Discord guild message carries `private_place`, private channel or not. The upgrade
@@ -374,11 +359,6 @@ def test_a_discord_message_of_the_previous_release_is_not_settled_as_public() ->
 # --- Slack: deleting a message that has a thread ------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: Slack deletes a thread parent as message_changed to a 'tombstone'; the bot "
-    "takes it for an edit to 'This message was deleted.' and erases nothing",
-)
 def test_deleting_a_slack_message_with_the_bots_thread_is_a_delete() -> None:
     """The bot answers a channel mention in a thread under it, so almost every message it
     answered in a channel is a thread parent. Deleting a thread parent in Slack does not send
