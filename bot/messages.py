@@ -60,6 +60,9 @@ class IncomingMessage:
     is_private: bool = False
     # When the platform says the message was sent (None: now). Dates what is remembered.
     sent_at: datetime | None = None
+    # The thread is a place of its own, read only by its members (a Discord private thread):
+    # what is said there is kept to it, not to its channel.
+    thread_is_place: bool = False
 
     @property
     def session(self) -> SessionKey:
@@ -74,8 +77,18 @@ class IncomingMessage:
         """Who reads a reply here (`bot.audience`): what the bot remembers from this message
         carries it, and what it uses here must fit it."""
         return Audience.of_place(
-            self.platform, self.team, self.channel, is_dm=self.is_dm, is_private=self.is_private
+            self.platform,
+            self.team,
+            self.place_channel,
+            is_dm=self.is_dm,
+            is_private=self.is_private or self.thread_is_place,
         )
+
+    @property
+    def place_channel(self) -> str:
+        """The channel part of the place (`bot.stores.memory_index.place_id`): the channel, or
+        the thread when it is a place of its own."""
+        return self.thread if self.thread_is_place and self.thread else self.channel
 
 
 class ReplySink(Protocol):

@@ -4,7 +4,8 @@
 combining accent (Unicode compatibility decomposition, then case folding, then decomposition
 again, since case folding can produce characters that decompose), with every run of
 whitespace one space, and curly apostrophes and quotes, primes and dashes their ASCII forms
-(`landlord’s` as typed on a phone is `landlord's` as typed on a keyboard). Accents are kept: `resume` does not match `résumé`.
+(`landlord’s` as typed on a phone is `landlord's` as typed on a keyboard). Accents are kept:
+`resume` does not match `résumé`.
 
 `fold_map` also says, for every folded character, which character of the original it came
 from, so a match found in folded text can be cut from the original (`spans`, `cut`).

@@ -426,6 +426,8 @@ class DiscordHandlers:
             user_name=message.author.display_name,
             is_dm=route.kind == "dm",
             is_private=route.kind != "dm" and is_private_place(message.channel),
+            thread_is_place=isinstance(message.channel, discord.Thread)
+            and message.channel.type == discord.ChannelType.private_thread,
             attachments=tuple(_attachment(a) for a in message.attachments),
         )
         sink = DiscordReplySink(

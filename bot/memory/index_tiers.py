@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from bot.audience import Audience
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.memory.copies import WordCutter
+from bot.memory.episodic.excerpts import entry_place
 from bot.stores.memory_index import MemoryEntry, MemoryIndex, place_id
 from bot.stores.records import PendingConsolidation, utcnow
 
@@ -60,7 +61,11 @@ class IndexMemories:
                 id=entry_id,
                 kind="memory",
                 team=session.team_key.id,
-                place=place_id(session.platform, session.team, session.channel),
+                place=entry_place(
+                    place_id(session.platform, session.team, session.channel),
+                    memory.audience,
+                    session.team_key.id,
+                ),
                 session=session.id,
                 private=memory.private
                 or bool(memory.audience and not Audience.parse(memory.audience).public),

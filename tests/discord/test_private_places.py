@@ -48,3 +48,27 @@ async def test_which_places_are_private(
     assert not is_private_place(client.get_channel(int(public)))
     assert is_private_place(client.get_channel(int(private)))
     assert is_private_place(None)  # unknown: the narrowest
+
+
+async def test_a_private_thread_is_a_place_of_its_own(
+    fake_discord: FakeDiscord,
+    start_discord: StartDiscord,
+    make_app: Any,
+    fake_openai: FakeOpenAI,
+) -> None:
+    """A private thread is read by its members only: what is remembered there stays there (and
+    in the person's DMs), out of its public parent channel and of another private thread."""
+    ada = fake_discord.add_user("Ada")
+    guild = fake_discord.add_guild("Guild")
+    public = first_channel(fake_discord, guild)
+    h = await start_discord(await make_app())
+    first = await fake_discord.user_opens_private_thread(ada, public, "hr")
+    other = await fake_discord.user_opens_private_thread(ada, public, "offsite")
+    await h.fake.wait_for(lambda: h.runtime.client.get_channel(int(other)) is not None)
+
+    await says(h, first, ada, f"remember that {SECRET}")
+
+    assert "heron-4471" in await context_of(h, fake_openai, first, ada)
+    assert "heron-4471" in await context_of(h, fake_openai, fake_discord.dm_channel(ada), ada)
+    assert "heron-4471" not in await context_of(h, fake_openai, public, ada)
+    assert "heron-4471" not in await context_of(h, fake_openai, other, ada)

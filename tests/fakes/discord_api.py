@@ -977,6 +977,35 @@ class FakeDiscord:
         await self.dispatch("THREAD_CREATE", {**thread, "newly_created": True})
         return str(thread["id"])
 
+    async def user_opens_private_thread(self, user_id: str, channel_id: str, name: str) -> str:
+        """A person opens a private thread (type 12: not started on a message, a new id, seen
+        by its members only) in `channel_id` and adds the bot; returns the thread id."""
+        parent = self.channels[channel_id]
+        thread = {
+            "id": snowflake(),
+            "type": 12,
+            "guild_id": parent["guild_id"],
+            "parent_id": channel_id,
+            "owner_id": user_id,
+            "name": name,
+            "last_message_id": None,
+            "rate_limit_per_user": 0,
+            "message_count": 0,
+            "member_count": 2,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": _now_iso(),
+                "locked": False,
+                "invitable": False,
+            },
+            "flags": 0,
+        }
+        self.channels[thread["id"]] = thread
+        self.guilds[parent["guild_id"]]["threads"].append(thread)
+        await self.dispatch("THREAD_CREATE", {**thread, "newly_created": True})
+        return str(thread["id"])
+
     def _interaction_route(
         self,
         kind: str,

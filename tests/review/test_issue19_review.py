@@ -41,6 +41,7 @@ async def say_on(
     thread: str | None = None,
     private: bool = False,
     is_dm: bool = False,
+    thread_is_place: bool = False,
 ) -> str:
     """`Bot.say` on any platform and team (as an adapter builds the message)."""
     from bot.messages import IncomingMessage
@@ -58,6 +59,7 @@ async def say_on(
         message_id=str(next(_n)),
         is_dm=is_dm,
         is_private=private,
+        thread_is_place=thread_is_place,
     )
     await bot.app.handle_message(msg, sink)
     assert sink.final is not None and not sink.error, sink.final
@@ -166,11 +168,6 @@ async def test_a_forgotten_fact_is_not_made_again_in_other_words(sq: Any) -> Non
 # --- the audience rule: Discord private threads -------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: a Discord private thread's audience and place are its public parent "
-    "channel's, so its memories are recalled in the parent channel",
-)
 async def test_a_discord_private_thread_stays_out_of_its_public_parent_channel(sq: Any) -> None:
     """The Discord adapter gives a thread's messages `channel` = the parent channel and
     `thread` = the thread (adapters/discord/handlers.py Route), and marks a private thread
@@ -179,19 +176,14 @@ async def test_a_discord_private_thread_stays_out_of_its_public_parent_channel(s
     parent channel, and the channel scope (`place IN (...)`) recalls them there."""
     bot, _ = sq
     where: dict[str, Any] = {"platform": "discord", "team": "G1", "channel": "C100"}
-    await say_on(
-        bot, "UA", "Our layoffs list has Zelmanovich-77 on it", **where, thread="T9", private=True
-    )
+    # A private thread, as the Discord adapter hands it in (`thread_is_place`).
+    private_thread = {"thread": "T9", "private": True, "thread_is_place": True}
+    await say_on(bot, "UA", "Our layoffs list has Zelmanovich-77 on it", **where, **private_thread)
     await bot.settle()
     sent = await say_on(bot, "UB", "anything about Zelmanovich-77 or layoffs?", **where)
     assert "Zelmanovich-77 on it" not in sent
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: a fact remembered in one Discord private thread is used in another "
-    "private thread of the same channel (same audience id)",
-)
 async def test_a_fact_of_one_discord_private_thread_stays_out_of_another(sq: Any) -> None:
     bot, _ = sq
     where: dict[str, Any] = {
@@ -199,6 +191,7 @@ async def test_a_fact_of_one_discord_private_thread_stays_out_of_another(sq: Any
         "team": "G1",
         "channel": "C100",
         "private": True,
+        "thread_is_place": True,  # two private threads, as the Discord adapter hands them in
     }
     await say_on(bot, "UA", "please remember that I see a therapist-4471", **where, thread="T1")
     sent = await say_on(bot, "UA", "what do you know about me?", **where, thread="T2")

@@ -103,10 +103,10 @@ def excerpts(
                 id=entry_id(session.id, first.seq),
                 kind="excerpt",
                 team=team,
-                place=place,
                 session=session.id,
                 private=not Audience.parse(audience).public,
                 audience=audience,
+                place=entry_place(place, audience, team),
                 people=people,
                 source_ids=[source_id(m) for m in said],
                 text="\n".join(lines),
@@ -115,6 +115,15 @@ def excerpts(
             )
         )
     return out
+
+
+def entry_place(place: str, audience: str, team: str) -> str:
+    """Where an entry may be used: its session's channel, or the place its audience names when
+    that is narrower (a Discord private thread is a place of its own, not its channel's)."""
+    named = Audience.parse(audience)
+    if not named.public and named.place.startswith(team + ":"):
+        return named.place
+    return place
 
 
 def _said_line(m: StoredMessage) -> str:

@@ -55,7 +55,7 @@ HEADER = "Memories from earlier conversations (dated; use if relevant, may be ou
 
 def scope_for(msg: IncomingMessage) -> MemoryScope:
     team = msg.session.team_key
-    place = place_id(msg.platform, msg.team, msg.channel)
+    place = place_id(msg.platform, msg.team, msg.place_channel)
     if msg.is_dm:
         return MemoryScope(team, (place,), msg.person)
     return MemoryScope(team, (place,))
