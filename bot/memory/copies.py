@@ -23,10 +23,10 @@ Matching is linear: the target's words are read once per distinct n-gram length 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from bot.textfold import Folded, cut, fold_map, merge
+from bot.textfold import Folded, cut, fold, fold_map, merge
 
 SHINGLE = 6
 LONG_WORD = 8
@@ -96,9 +96,19 @@ class WordCutter:
                     found.append(_original(folded, tokens[i][1], tokens[i + n - 1][2]))
         return merge(found, gap=1)  # quotes one space or mark apart: one cut
 
-    def cut(self, text: str) -> str:
-        """`text` with every quote of the person replaced by a mark; unchanged when none."""
-        return cut(text, self.spans(text))
+    def cut(self, text: str, *, theirs: Sequence[str] = ()) -> str:
+        """`text` with every quote of the person replaced by a mark; unchanged when none.
+        `theirs`: what the people whose record this is said themselves, folded
+        (`bot.textfold.fold`): a quote of their own words is theirs too, and stays. Read only
+        where a quote was found."""
+        ranges = self.spans(text)
+        if theirs and ranges:
+            ranges = [(a, b) for a, b in ranges if not _said_in(fold(text[a:b]), theirs)]
+        return cut(text, ranges)
+
+
+def _said_in(piece: str, texts: Sequence[str]) -> bool:
+    return any(piece in t for t in texts)
 
 
 def _original(folded: Folded, start: int, end: int) -> tuple[int, int]:

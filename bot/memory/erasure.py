@@ -24,7 +24,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -38,7 +38,7 @@ from bot.stores import codec
 from bot.stores.ids import canonical_fact_id
 from bot.stores.protocols import Store
 from bot.stores.records import ErasureReceipt, Fact, SessionState, StoredMessage
-from bot.textfold import CUT_MARK
+from bot.textfold import CUT_MARK, contains, cut, fold, spans
 
 log = logging.getLogger(__name__)
 PAGE = 500  # messages read at once when scanning a team
@@ -127,6 +127,8 @@ class Eraser:
             key = SessionKey.parse(session_id)
             async with self._locked(key):
                 await self._scrub_session(key, None, cutter, spoke=False)
+                if self.on_erased is not None:
+                    await self.on_erased([session_id])
         await self._cut_summaries(person.team_key, cutter, skip=copies.sessions)
         await self._cut_tiers(person.team_key, cutter, copies.sessions)
         await self._compact()
@@ -135,7 +137,10 @@ class Eraser:
     async def _drop_remember_calls(
         self, session: SessionKey, fact: Fact, cutter: WordCutter
     ) -> None:
-        """The `remember` calls of the fact's turn that stored it, their results and logs."""
+        """The `remember` calls of the fact's turn that stored it (those whose arguments hold
+        the fact's text or a quote of it), their results and logs; the fact's text cut from what
+        is left of that turn (the person's message, the bot's reply) wherever it stands
+        verbatim, however common its words (it is the fact they asked to forget)."""
         seqs = [int(ref.rsplit("#", 1)[1]) for ref in fact.source_messages if "#" in ref]
         start = min(seqs, default=1)
         async with self._locked(session):
@@ -152,8 +157,9 @@ class Eraser:
                 keep = []
                 for call in m.tool_calls:
                     function = call.get("function") or {}
-                    if function.get("name") in PRIVATE_TOOLS and cutter.spans(
-                        str(function.get("arguments", ""))
+                    arguments = str(function.get("arguments", ""))
+                    if function.get("name") in PRIVATE_TOOLS and (
+                        cutter.spans(arguments) or contains(arguments, fact.text)
                     ):
                         dropped_calls.add(str(call.get("id")))
                     else:
@@ -170,6 +176,17 @@ class Eraser:
                 if m.role == "tool" and m.tool_call_id in dropped_calls
             ]
             gone += [m.seq for m in turn if m.role == "tool" and m.tool_call_id in dropped_calls]
+            rewritten = {m.seq: m for m in rewrites}
+            for m in turn:
+                if m.seq in gone:
+                    continue
+                current = rewritten.get(m.seq, m)
+                ranges = spans(current.content, [fact.text])
+                if ranges:
+                    rewritten[m.seq] = current.model_copy(
+                        update={"content": cut(current.content, ranges), "tokens": 0}
+                    )
+            rewrites = list(rewritten.values())
             if rewrites:
                 await self.store.rewrite_messages(rewrites)
             if gone:
@@ -288,20 +305,44 @@ class Eraser:
         report = CutReport()
         if not cutter:
             return report
+
+        def own_words(m: StoredMessage) -> bool:
+            return m.role == "user" and not m.from_tool and m.turn_id not in turns
+
         cursor = ("", 0)
+        said: dict[str, list[str]] = {}  # per session: what its other people typed there
         while page := await self.store.team_messages(team, after=cursor, limit=PAGE):
             cursor = (page[-1].session, page[-1].seq)
-            edits: dict[str, list[StoredMessage]] = {}
+            edits: dict[str, set[int]] = {}
             for m in page:
                 if skip_speaker is not None and m.speaker == skip_speaker:
                     continue
-                own_words = m.role == "user" and not m.from_tool and m.turn_id not in turns
-                edited = cut_message(m, cutter, skip_speaker, keep_text=own_words)
-                if edited is not None:
-                    edits.setdefault(m.session, []).append(edited)
-            for session_id, messages in edits.items():
-                async with self._locked(SessionKey.parse(session_id)):
-                    report.records += await self.store.rewrite_messages(messages)
+                theirs = said.setdefault(m.session, [])
+                if own_words(m) and m.speaker != skip_speaker:
+                    theirs.append(fold(m.content))
+                if cut_message(m, cutter, skip_speaker, keep_text=own_words(m), theirs=theirs):
+                    edits.setdefault(m.session, set()).add(m.seq)
+            for session_id, seqs in edits.items():
+                key = SessionKey.parse(session_id)
+                keep = said.get(session_id, [])
+                async with self._locked(key):
+                    # Read again under the lock: a platform delete or another erasure may have
+                    # rewritten these messages since the page was read.
+                    current = await self.store.between(
+                        key, after_seq=min(seqs) - 1, upto_seq=max(seqs)
+                    )
+                    fresh = [
+                        edited
+                        for m in current
+                        if m.seq in seqs
+                        and (
+                            edited := cut_message(
+                                m, cutter, skip_speaker, keep_text=own_words(m), theirs=keep
+                            )
+                        )
+                        is not None
+                    ]
+                    report.records += await self.store.rewrite_messages(fresh)
                     if self.on_erased is not None:
                         await self.on_erased([session_id])
                 report.sessions.add(session_id)
@@ -431,14 +472,20 @@ class CopyTier(Protocol):
 
 
 def cut_message(
-    m: StoredMessage, cutter: WordCutter, skip_speaker: str | None, *, keep_text: bool
+    m: StoredMessage,
+    cutter: WordCutter,
+    skip_speaker: str | None,
+    *,
+    keep_text: bool,
+    theirs: Sequence[str] = (),
 ) -> StoredMessage | None:
     """`m` with the quotes cut (its text unless `keep_text`: a person's own words stay theirs;
     the model's tool-call arguments; memories recalled with it: dropped whole when they drew
-    on the person, else cut); None when nothing changed."""
+    on the person, else cut); None when nothing changed. `theirs`: the folded words the other
+    people of its conversation said there themselves, never cut from it (`WordCutter.cut`)."""
     update: dict[str, Any] = {}
     if not keep_text:
-        content = cutter.cut(m.content)
+        content = cutter.cut(m.content, theirs=theirs)
         if content != m.content:
             update["content"], update["tokens"] = content, 0
     if m.tool_calls:

@@ -94,11 +94,6 @@ async def _fact(bot: Bot, person: PersonKey, word: str) -> Any:
 # --- /memory forget <id> ----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: forget <id> of a plain fact (no digit, no 8-letter word) leaves its remember "
-    "call, result and the person's words",
-)
 async def test_forget_id_of_a_plain_fact_drops_its_remember_call(sq: Any) -> None:
     bot, _ = sq
     await bot.say("UA", "please remember that I live in Berlin", C1)
@@ -201,11 +196,6 @@ async def test_a_fact_of_one_discord_private_thread_stays_out_of_another(sq: Any
 # --- races ----------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: forget all rewrites messages it read before waiting for the session lock; "
-    "a platform delete's cut made meanwhile is undone",
-)
 async def test_forget_all_does_not_undo_a_platform_delete_made_while_it_waited(sq: Any) -> None:
     """`Eraser._cut_copies` reads a page of the team's messages, then takes each session's lock
     and writes its cut copies of what it read. A platform delete that ran in between (it cut
@@ -288,11 +278,6 @@ async def test_a_slack_connect_channel_is_not_a_public_place_of_the_team() -> No
 # --- forget all destroying someone else's words -------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: forget all cuts Bob's own sentence from his conversation (the bot's replies, "
-    "his summary) because Alice once typed the same words elsewhere",
-)
 async def test_forget_all_keeps_words_bob_said_himself(sq: Any) -> None:
     """The cutter is built from Alice's words only; a record of Bob's conversation that repeats
     what Bob himself typed there is cut too when Alice happens to have typed the same six words
