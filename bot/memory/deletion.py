@@ -249,8 +249,9 @@ class PlatformChanges:
             if tally.dropped:
                 places = sorted(p for p in tally.recalled_in if p is not None)
                 wide = None in tally.recalled_in
+                deleted = [m for ms in found.values() for m in ms] if text is None else []
                 for prefix in [""] if wide else [p + ":" for p in places]:
-                    await self._cut_recalled(target.team, tally.dropped, prefix)
+                    await self._cut_recalled(target.team, tally.dropped, prefix, deleted, tally)
         # 5. Files.
         tiers: list[Compactable] = [self.store, *([self.index] if self.index else [])]
         await self._compact([*tiers, *self.compact_also])
@@ -467,10 +468,19 @@ class PlatformChanges:
             window.insert(0, before.pop())
         return before, window, covered
 
-    async def _cut_recalled(self, team: TeamKey, dropped: set[str], prefix: str) -> None:
+    async def _cut_recalled(
+        self,
+        team: TeamKey,
+        dropped: set[str],
+        prefix: str,
+        deleted: list[StoredMessage],
+        tally: _Tally,
+    ) -> None:
         """Cut the memories recalled from dropped entries out of the messages they were sent
         with (each message keeps them in `meta` and sends them again in later requests), in the
-        team's sessions whose id starts with `prefix` ("" for all of them)."""
+        team's sessions whose id starts with `prefix` ("" for all of them). For a deletion,
+        the bot's replies from there on in those sessions (a model repeats what was recalled
+        for it) have the `deleted` words cut too, and their excerpts are made again."""
         hits: dict[str, list[int]] = {}
         cursor: tuple[str, int] = (prefix, 0)
         while True:
@@ -495,8 +505,14 @@ class PlatformChanges:
                     and (meta := _without_recalled(m.meta, dropped, self.count_tokens)) != m.meta
                 ]
                 await self.store.rewrite_messages(cut)
+                quoted = await self._cut_quotes(key, deleted, min(seqs) - 1) if deleted else set()
                 if self.forget_hot is not None:
                     await self.forget_hot([session_id])
+            if quoted and self.index is not None:
+                if self.settle is not None:
+                    await self.settle(SETTLE_SECONDS)
+                await self._drop_entries(team, [f"{session_id}#{q}" for q in sorted(quoted)], tally)
+                await self._remake(key, quoted, set(), tally)
 
     # --- files -------------------------------------------------------------------------------
 
