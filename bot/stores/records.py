@@ -234,4 +234,5 @@ class FactTombstone(_Record):
     person: str  # PersonKey.id
     digest: str
     sources: list[str] = Field(default_factory=list)  # "<session id>#<seq>"
+    words: list[str] = Field(default_factory=list)  # digests of its content words, sorted
     created_at: datetime = Field(default_factory=utcnow)

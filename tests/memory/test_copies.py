@@ -58,3 +58,17 @@ def test_inputs_a_thousand_times_larger_are_read_once() -> None:
     record = "nothing to see here " * 50_000 + "secret number 1999 of alice says hello there"
     out = alice.cut(record)
     assert out.endswith(CUT_MARK) and out.count(CUT_MARK) == 1
+
+
+def test_a_tombstone_knows_the_fact_in_other_words_and_not_another_fact() -> None:
+    from bot.memory.tombstones import buried, tombstone_of
+    from bot.stores.records import Fact
+
+    stone = tombstone_of(
+        Fact(id="f1", person="slack:T1:UA", text="I am allergic to pangolin-scales-5")
+    )
+    assert "pangolin" not in stone.model_dump_json()  # no text kept
+    assert buried("Is allergic to Pangolin-Scales-5.", "", [stone])
+    assert buried("anything at all", "s#3", [stone.model_copy(update={"sources": ["s#3"]})])
+    assert not buried("Is allergic to peanuts", "", [stone])
+    assert not buried("Has a pangolin called Scales", "", [stone])

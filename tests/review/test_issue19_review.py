@@ -1,7 +1,7 @@
 """Review of issue 19 ("Memory you can trust II"): defects found as an attacker and a demanding
-user would look for them. Each test fails on the code it was written against and is marked
-`xfail(strict=True)`, so the suite stays green and a fix turns it into an XPASS (then drop the
-mark). The bot is the red team's: a parrot model that repeats its whole context.
+user would look for them, each shown by a test that failed on the code it was written against
+and passes since its fix. The bot is the red team's: a parrot model that repeats its whole
+context.
 """
 
 from __future__ import annotations
@@ -132,11 +132,6 @@ async def test_a_platform_delete_cuts_the_words_from_replies_in_other_sessions(s
     assert "Whiskerton" not in sent
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: the tombstone matches the exact folded text only; the consolidation's own "
-    "wording of the same statement makes the forgotten fact again",
-)
 async def test_a_forgotten_fact_is_not_made_again_in_other_words(sq: Any) -> None:
     """Alice says she is allergic, asks the bot to remember it, then asks it to forget it. That
     night the consolidation reads her statement (said before the forget) and words it as a
@@ -221,27 +216,6 @@ async def test_forget_all_does_not_undo_a_platform_delete_made_while_it_waited(s
     await forget
     await bot.settle()
     assert leftovers(where, "Quixotic-5521") == []
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: a platform delete only closes the facts drawn from the message; their text "
-    "stays in the fact store (history, /memory show history, the audit finds it)",
-)
-async def test_a_deleted_remember_message_leaves_no_fact_text(sq: Any) -> None:
-    """DESIGN: deleting a message erases it "as /memory forget does for its author"; the README
-    says the files are compacted "so `bot memory audit` finds nothing". The fact the deleted
-    message asked to remember is closed, not erased: its words stay in the facts table."""
-    from bot.messages import MessageRef
-
-    bot, where = sq
-    await bot.say("UA", "please remember that my door code is 7782-QX", C1, "1700.71")
-    assert await _fact(bot, ALICE, "7782-QX")
-    change = await bot.app.message_deleted(MessageRef("slack", "T1", ("1700.71",), channel="C1"))
-    assert change.facts == 1
-    found = await audit(phrase="7782-QX", person=None, store=bot.app.store, cache=bot.app.cache)
-    assert found == [], found
-    assert leftovers(where, "7782-QX") == []
 
 
 # --- the audience rule: Slack Connect -----------------------------------------------------------
