@@ -157,7 +157,9 @@ class CommandHandler:
             )
         try:
             if req.command.lstrip("/") == "memory":
-                return await self._memory(req, words)
+                # Phones capitalise the first word: "Forget ALL" is "forget all" (fact ids are
+                # matched without case anyway).
+                return await self._memory(req, [w.casefold() for w in words])
             if req.command.lstrip("/") == "tools":
                 return await self._tools(req, req.text.strip())
         except Exception:

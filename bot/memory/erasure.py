@@ -267,7 +267,9 @@ class Eraser:
                     )
                     if self.on_erased is not None:
                         await self.on_erased([session_id])
-            summaries += await self._cut_summaries(person.team_key, cutter, skip=scrubbed)
+            summaries += await self._cut_summaries(
+                person.team_key, cutter, skip=scrubbed, person=person
+            )
             cut += await self._cut_tiers(person.team_key, cutter, scrubbed)
         return ErasureCounts(facts, messages, calls, summaries, memories, cut)
 
@@ -356,8 +358,17 @@ class Eraser:
                 report.records += int(await self.store.rewrite_tool_call(call))
         return report
 
-    async def _cut_summaries(self, team: TeamKey, cutter: WordCutter, *, skip: set[str]) -> int:
-        """Summaries and pinned facts of the team's other sessions that quote the person."""
+    async def _cut_summaries(
+        self,
+        team: TeamKey,
+        cutter: WordCutter,
+        *,
+        skip: set[str],
+        person: PersonKey | None = None,
+    ) -> int:
+        """Summaries and pinned facts of the team's other sessions that quote the person (cut),
+        or that drew on memories of theirs recalled there (`summary_speakers`: dropped and
+        rebuilt, since a summary paraphrases)."""
         cut = 0
         for session_id in await self.store.session_heads():
             if session_id in skip or not session_id.startswith(team.id + ":"):
@@ -369,9 +380,16 @@ class Eraser:
             state = await self.store.get_state(key)
             if state is None or not (state.summary or state.pinned):
                 continue
-            if cutter.spans(state.summary) or any(cutter.spans(p.text) for p in state.pinned):
+            drew = person is not None and person.id in state.summary_speakers
+            if (
+                drew
+                or cutter.spans(state.summary)
+                or any(cutter.spans(p.text) for p in state.pinned)
+            ):
                 async with self._locked(key):
-                    cut += await self._scrub_session(key, None, cutter, spoke=False)
+                    cut += await self._scrub_session(
+                        key, person if drew else None, cutter, spoke=False
+                    )
                     if self.on_erased is not None:
                         await self.on_erased([session_id])
         return cut

@@ -26,7 +26,13 @@ from typing import Any, Protocol
 from bot import metrics, tracing
 from bot.keys import SessionKey
 from bot.memory.prompts import SUMMARY_SCHEMA, SUMMARY_SYSTEM
-from bot.memory.render import RECALLED_TOKENS, group_turns, is_private_turn, transcript_line
+from bot.memory.render import (
+    RECALLED_FROM,
+    RECALLED_TOKENS,
+    group_turns,
+    is_private_turn,
+    transcript_line,
+)
 from bot.stores.protocols import Cache, Store
 from bot.stores.records import NewMessage, PinnedFact, SessionState, StoredMessage, utcnow
 from bot.tokens import TokenCounter
@@ -318,8 +324,11 @@ class SessionMemory:
                     known.add(text.lower())
             current.summary = self.counter.truncate(summary, self.policy.summary_tokens)
             current.summary_upto_seq = upto
+            # Whose words it may hold: the people of the folded turns, and those whose memories
+            # were recalled into them (the bot's replies there may repeat or paraphrase them).
+            recalled_from = {str(p) for m in shared for p in (m.meta.get(RECALLED_FROM) or ()) if p}
             current.summary_speakers = sorted(
-                {*current.summary_speakers, *(m.speaker for m in shared)}
+                {*current.summary_speakers, *(m.speaker for m in shared), *recalled_from}
             )
             current.pinned = pinned[-MAX_PINNED:]
             current.summary_failures = 0

@@ -42,7 +42,7 @@ async def test_forget_all_erases_turns_but_not_other_peoples(
     await say(app, "please remember that I am vegan", user="U1")
     await say(app, "my locker code is 1234", user="U1")
     await say(app, "bob was here", user="U2")
-    reply = await app.handle_command(cmd("memory", "forget all", user="U1"))
+    reply = await app.handle_command(cmd("memory", "Forget ALL", user="U1"))  # as phones type
     assert reply.ok and "1 fact(s)" in reply.text
     assert "6 message(s)" in reply.text  # user+reply twice, plus the remember call and result
     fake_openai.requests.clear()

@@ -358,3 +358,29 @@ async def test_a_platform_delete_leaves_no_copy_in_the_conversation(backend: Any
     assert leftovers(where, "zebra-wiki-88")  # Bob's words are his
     sent = await bot.say("UB", "and what about the cat?", C1_THREAD)
     assert "Whiskerton" not in sent and "combination is 4471" not in sent
+
+
+async def test_a_summary_drawing_on_recalled_memories_goes_with_their_author(
+    backend: Any,
+) -> None:
+    """A summary paraphrases, so quotes cannot be cut from it: a summary of Bob's DM whose turns
+    had Alice's memories recalled into them names her among those it draws on, and goes (to be
+    rebuilt) when she asks to be forgotten."""
+    from bot.keys import SessionKey
+
+    bot, _ = backend
+    await bot.say("UA", ALICE_WORDS, C1_THREAD)
+    await bot.say("UB", BOB_WORDS, C1_THREAD)
+    await bot.settle()
+    for n in range(4):
+        await bot.say("UB", f"remind me about the locker combination and the cat {n}", dm("UB"))
+    await bot.settle()
+    bobs_dm = SessionKey("slack", "T1", dm("UB").channel)
+    state = await bot.app.store.get_state(bobs_dm)
+    assert state is not None and state.summary, "Bob's DM was summarised"
+    assert "slack:T1:UA" in state.summary_speakers  # her memories were recalled there
+
+    await bot.command("UA", "forget all")
+
+    state = await bot.app.store.get_state(bobs_dm)
+    assert state is not None and state.summary == "" and state.summary_upto_seq == 0
