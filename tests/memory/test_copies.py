@@ -4,6 +4,7 @@ records (`bot.memory.copies`): what is cut, what is kept."""
 from __future__ import annotations
 
 import unicodedata
+from typing import Any
 
 from bot.memory.copies import WordCutter
 from bot.textfold import CUT_MARK, contains, cut, fold, spans
@@ -72,3 +73,43 @@ def test_a_tombstone_knows_the_fact_in_other_words_and_not_another_fact() -> Non
     assert buried("anything at all", "s#3", [stone.model_copy(update={"sources": ["s#3"]})])
     assert not buried("Is allergic to peanuts", "", [stone])
     assert not buried("Has a pangolin called Scales", "", [stone])
+
+
+async def test_forget_all_drops_saved_extractions_that_do_not_name_the_person(
+    tmp_path: Any,
+) -> None:
+    """A consolidation step saved before it was applied may hold the person's words though its
+    candidates name only others (a memory whose people list missed them): it goes, to be
+    extracted again from what is left."""
+    from bot.keys import PersonKey, SessionKey
+    from bot.memory.erasure import Eraser
+    from bot.stores.records import NewMessage, PendingConsolidation, PendingMemory
+    from bot.stores.sqlite import SqliteStore
+
+    store = await SqliteStore.open(tmp_path / "bot.db")
+    try:
+        session = SessionKey("slack", "T1", "C1")
+        alice, bob = PersonKey("slack", "T1", "UA"), PersonKey("slack", "T1", "UB")
+        await store.append(
+            session,
+            [
+                NewMessage(role="user", content="my code is 4471", speaker=alice.id, turn_id="a"),
+                NewMessage(role="user", content="noted", speaker=bob.id, turn_id="b"),
+            ],
+        )
+        state = await store.get_state(session)
+        assert state is None
+        from bot.stores.records import SessionState
+
+        saved = SessionState(
+            session=session.id,
+            consolidation=PendingConsolidation(
+                upto_seq=2, memories=[PendingMemory(text="Alice's code is 4471", people=[bob.id])]
+            ),
+        )
+        assert await store.put_state(session, saved)
+        await Eraser(store).forget_all(alice)
+        after = await store.get_state(session)
+        assert after is not None and after.consolidation is None
+    finally:
+        await store.close()
