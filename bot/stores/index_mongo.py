@@ -249,9 +249,14 @@ class MongoMemoryIndex:
     async def close(self) -> None:
         return None  # the client is the store's
 
-    async def entries_of_team(self, team: TeamKey) -> list[MemoryEntry]:
+    async def entries_of_team(
+        self, team: TeamKey, *, without_audience: bool = False
+    ) -> list[MemoryEntry]:
+        query: dict[str, Any] = {"team": team.id}
+        if without_audience:
+            query["audience"] = {"$in": [None, ""]}
         with _unavailable("memory index entries_of_team"):
-            cursor = self._entries.find({"team": team.id}, {"vector": 0})
+            cursor = self._entries.find(query, {"vector": 0})
             docs = await cursor.sort("stamp", ASCENDING).to_list()
         return [_entry({**d, "vector": None, "embedder": None}) for d in docs]
 

@@ -95,6 +95,7 @@ def _entry(doc: str, stamp: int, embedder: str | None, vector: bytes | None) -> 
 
 
 _COLUMNS = "doc, stamp, embedder, vector"
+_NO_AUDIENCE = " AND coalesce(json_extract(doc, '$.audience'), '') = ''"
 
 
 class SqliteMemoryIndex:
@@ -359,10 +360,17 @@ class SqliteMemoryIndex:
     async def close(self) -> None:
         await self._db.close()
 
-    async def entries_of_team(self, team: TeamKey) -> list[MemoryEntry]:
+    async def entries_of_team(
+        self, team: TeamKey, *, without_audience: bool = False
+    ) -> list[MemoryEntry]:
+        legacy = (
+            " AND coalesce(json_extract(doc, '$.audience'), '') = ''" if without_audience else ""
+        )
+
         def run(conn: sqlite3.Connection) -> list[MemoryEntry]:
             rows = conn.execute(
-                "SELECT doc, stamp FROM memory_entries WHERE team = ? ORDER BY stamp", (team.id,)
+                f"SELECT doc, stamp FROM memory_entries WHERE team = ?{legacy} ORDER BY stamp",
+                (team.id,),
             ).fetchall()
             return [_entry(doc, stamp, None, None) for doc, stamp in rows]
 

@@ -166,9 +166,12 @@ class MemoryIndex(Protocol):
 
     # --- erasure: copies of a person's words in other entries (bot.memory.erasure) ---------
 
-    async def entries_of_team(self, team: TeamKey) -> list[MemoryEntry]:
+    async def entries_of_team(
+        self, team: TeamKey, *, without_audience: bool = False
+    ) -> list[MemoryEntry]:
         """Every entry of the team (without vectors), oldest stamp first: erasure reads them
-        to cut a forgotten person's words out of entries that quote them."""
+        to cut a forgotten person's words out of entries that quote them. `without_audience`:
+        only those written before entries carried one (the start-up migration's)."""
 
     async def reset_session(self, team: TeamKey, session_id: str) -> int:
         """Delete the session's excerpt entries and move its indexing checkpoint back to 0, so

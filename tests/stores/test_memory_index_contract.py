@@ -297,3 +297,12 @@ async def test_entries_are_found_by_the_messages_they_were_drawn_from(index: Mem
     assert await index.entries_from_sources(T1, [f"{session}#9x"]) == []
     assert await index.entries_from_sources(T2, [f"{session}#5"]) == []  # per team
     assert [e.id for e in await index.entries_from_sources(T2, ["slack:T2:CGEN:-#5"])] == ["t2"]
+
+
+async def test_entries_without_an_audience_are_found_by_the_query(index: MemoryIndex) -> None:
+    settled = entry("settled", "has one").model_copy(update={"audience": "public"})
+    await index.add([entry("legacy", "written before"), settled])
+    legacy = await index.entries_of_team(T1, without_audience=True)
+    assert [e.id for e in legacy] == ["legacy"]
+    await index.set_audiences(T1, {"legacy": "public"})
+    assert await index.entries_of_team(T1, without_audience=True) == []

@@ -4,7 +4,7 @@ Run once per start, in the background catch-up, before anything else is indexed:
 team, the entries without an audience are looked up in the conversation store (their source
 messages, a session at a time), and each gets the narrowest audience of its sources; one whose
 sources are gone (pruned by retention, erased) gets the narrowest there is, so it is used only
-in its own place from then on. Entries that already carry an audience cost one read.
+in its own place from then on. Only entries without an audience are read (the query filters).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ async def settle_audiences(store: ConversationStore, index: MemoryIndex) -> int:
             teams.add(SessionKey.parse(session_id).team_key)
     settled = 0
     for team in sorted(teams, key=lambda t: t.id):
-        legacy = [e for e in await index.entries_of_team(team) if not e.audience]
+        legacy = await index.entries_of_team(team, without_audience=True)
         if legacy:
             audiences = await _audiences(store, legacy)
             settled += await index.set_audiences(team, audiences)
