@@ -74,15 +74,6 @@ class Audience:
             return cls("private", place)
         return cls("public")
 
-    def describe(self) -> str:
-        """Where something of this audience may be used, as a person reads it."""
-        if self.kind == "public":
-            return "anywhere in this team (said in a public channel)"
-        if self.kind == "private":
-            channel = self.place.rsplit(":", 1)[-1]
-            return f"only in the private place it was said in ({channel}) and your DMs"
-        return "only in your DMs with me"
-
 
 def narrowest(audiences: Iterable[str | None]) -> str:
     """The narrowest of several audience ids (unknown ones count as the narrowest of all);

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import secrets
 import time
@@ -289,7 +290,7 @@ class Eraser:
                     cutter.add(m.content)
                 for call in m.tool_calls or ():
                     if call.get("function", {}).get("name") in PRIVATE_TOOLS:
-                        cutter.add(str(call.get("function", {}).get("arguments", "")))
+                        cutter.add(_argument_text(call.get("function", {}).get("arguments")))
             await asyncio.sleep(0)  # a long scan yields to the turns people wait on
         return cutter
 
@@ -532,6 +533,18 @@ def cut_message(
                 meta[RECALLED] = text
             update["meta"] = meta
     return m.model_copy(update=update) if update else None
+
+
+def _argument_text(raw: object) -> str:
+    """The words of a tool call's JSON arguments (the fact a `remember` call was given), one
+    value a line; the raw text when it is not a JSON object."""
+    try:
+        parsed = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        return "\n".join(str(v) for v in parsed.values() if isinstance(v, str))
+    return str(raw or "")
 
 
 def _ms(started: float) -> float:

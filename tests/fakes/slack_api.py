@@ -151,6 +151,43 @@ def message_deleted_event(
     }
 
 
+def thread_parent_deleted_event(
+    ts: str,
+    *,
+    channel: str,
+    user: str,
+    text: str,
+    event_ts: str,
+    channel_type: str = "channel",
+    team: str = "T0TEST",
+) -> dict[str, Any]:
+    """What Slack sends when a message that has thread replies is deleted: not
+    `message_deleted` but `message_changed`, whose `message` is a tombstone standing in its
+    place (subtype `tombstone`, by USLACKBOT, "This message was deleted.", the same `ts`, the
+    thread kept), `previous_message` the message as it was."""
+    tombstone = {
+        "type": "message",
+        "subtype": "tombstone",
+        "user": "USLACKBOT",
+        "text": "This message was deleted.",
+        "ts": ts,
+        "thread_ts": ts,
+        "hidden": True,
+        "team": team,
+    }
+    return {
+        "type": "message",
+        "subtype": "message_changed",
+        "hidden": True,
+        "channel": channel,
+        "ts": event_ts,
+        "event_ts": event_ts,
+        "channel_type": channel_type,
+        "message": tombstone,
+        "previous_message": _said(ts, user, text, ts, None, team),
+    }
+
+
 def message_changed_event(
     ts: str,
     *,

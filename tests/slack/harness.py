@@ -28,7 +28,12 @@ from adapters.slack import SlackConfig, create_http_app
 from adapters.slack.connguard import GuardedSite, app_runner
 from adapters.slack.oauth import SlackInstallationStorage
 from bot.core import BotCore
-from tests.fakes.slack_api import FakeSlack, message_changed_event, message_deleted_event
+from tests.fakes.slack_api import (
+    FakeSlack,
+    message_changed_event,
+    message_deleted_event,
+    thread_parent_deleted_event,
+)
 
 SECRET = "test-signing-secret"
 _ts = itertools.count(1)
@@ -281,8 +286,27 @@ class SlackHarness:
         parent_user: str | None = None,
         channel_type: str = "channel",
     ) -> str:
-        """`user` deletes their message `ts` (`text` as it was): Slack's `message_deleted`
-        event, as Slack sends it. Returns its event id."""
+        """`user` deletes their message `ts` (`text` as it was), as Slack tells it: a
+        message with thread replies (every channel mention the bot answered in a thread)
+        becomes a tombstone (`message_changed`), any other is `message_deleted`. Returns the
+        event id."""
+        replied = any(
+            m.thread_ts == ts and m.ts != ts and m.channel == channel
+            for m in self.fake.messages.values()
+        )
+        if replied and thread_ts in (None, ts):
+            await self.send_event(
+                thread_parent_deleted_event(
+                    ts,
+                    channel=channel,
+                    user=user,
+                    text=text,
+                    event_ts=new_ts(),
+                    channel_type=channel_type,
+                    team=self.team,
+                )
+            )
+            return self.sent[-1]
         event = message_deleted_event(
             ts,
             channel=channel,
