@@ -83,6 +83,29 @@ async def test_a_deleted_message_and_its_answer_leave_the_bots_memory(
     assert len(slack.replies("C1", thread_ts=root)) == 3  # the deletion was not answered
 
 
+async def test_deleting_the_mention_the_bot_answered_in_a_thread_erases_it(
+    start_harness: StartHarness, make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    """The bot answers a channel mention in a thread under it; deleting that message, Slack
+    leaves a tombstone in its place and says so with `message_changed` (the fake does as Slack
+    does): it is a deletion, not an edit to "This message was deleted."."""
+    app, slack = await start_real(start_harness, make_app)
+    secret = "our acquisition target is Quillbrook-88"
+    root = await slack.mention(secret, user="U1")
+    await slack.wait_done(root, timeout=10)
+    assert slack.replies("C1", thread_ts=root)  # answered in a thread under it
+
+    deletion = await slack.delete_message(root, text=secret, user="U1")
+    assert await HANDLED.wait([deletion], 1, timeout=10) == ["deleted"]
+
+    follow = await slack.channel_message("any news?", user="U2", thread_ts=root)
+    await slack.wait_done(follow, timeout=10)
+    await settled(app)
+    asked = json.dumps(request_for(fake_openai, "any news?"))
+    assert "Quillbrook-88" not in asked and "This message was deleted" not in asked
+    assert await audit(phrase="Quillbrook-88", store=app.store, cache=app.cache) == []
+
+
 async def test_an_edit_changes_what_later_answers_see_and_is_not_answered(
     start_harness: StartHarness, make_app: Any, fake_openai: FakeOpenAI
 ) -> None:
