@@ -5,6 +5,11 @@ the executor), feed each result back as a `tool` message tied to its `tool_call_
 Stops on a final answer; on `max_rounds` (then one last request with tool_choice="none" asking for
 an answer from what it has); or on an unrecoverable model error (then a friendly apology).
 Every step is written to session memory as it happens (user message, tool calls, results, reply).
+
+`TurnRunner._run` reads as the turn's story, one named step each (load, prepare_tools,
+recall_memories, take_files, record_request, then model_round / tool_round until finish); each
+step takes what the ones before it gathered (`Turn`, then the request's `Exchange`) and is tested
+alone in tests/core/test_turn_steps.py.
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ from bot.audience import META_AUDIENCE
 from bot.files.intake import FileLimits
 from bot.files.prepare import FileInput, prepare_files
 from bot.files.vision import Vision
-from bot.keys import SessionKey
 from bot.memory.context import ContextBuilder, MemoryView
 from bot.memory.episodic.excerpts import message_meta
 from bot.memory.prompts import FINAL_ANSWER_NOTE
@@ -33,13 +37,13 @@ from bot.memory.render import (
     RECALLED_IDS,
     RECALLED_TOKENS,
 )
-from bot.memory.resume import find_prior_turn
+from bot.memory.resume import PriorTurn, find_prior_turn
 from bot.memory.session import HotSession, SessionMemory
 from bot.memory.speaker_facts import facts_for
 from bot.messages import IncomingMessage, ReplySink
 from bot.model import ModelError, ModelResponse
 from bot.stores.protocols import FactStore, StoreUnavailable
-from bot.stores.records import NewMessage, StoredMessage
+from bot.stores.records import Fact, NewMessage, StoredMessage
 from bot.write_guard import WriteGuard
 from tools.registry import ToolRegistry
 from tools.types import ToolCallRecord, ToolCallRequest, ToolContext
@@ -134,6 +138,36 @@ class TurnResult:
     needs_compression: bool = False
 
 
+@dataclass
+class Turn:
+    """What one turn has gathered so far, handed from step to step (`TurnRunner._run`)."""
+
+    msg: IncomingMessage
+    toolbox: Toolbox
+    sink: ReplySink
+    result: TurnResult
+    hot: HotSession
+    facts: list[Fact]
+    history: list[StoredMessage]
+    prior: PriorTurn | None = None
+    recalled: Recalled = field(default_factory=Recalled)
+    schemas: list[dict[str, Any]] = field(default_factory=list)
+    tools_tokens: int = 0
+    tools_rejected: bool = False  # the server refused function tools: none offered again
+    files: FileInput | None = None
+
+
+@dataclass
+class Exchange:
+    """The request being built up round by round (`TurnRunner.record_request` makes it): what
+    memory contributes, this turn's messages so far, who the tools act for, the write guard."""
+
+    view: MemoryView
+    current: list[dict[str, Any]]
+    ctx: ToolContext
+    guard: WriteGuard
+
+
 class TurnRunner:
     def __init__(
         self,
@@ -216,37 +250,84 @@ class TurnRunner:
     async def _run(
         self, msg: IncomingMessage, toolbox: Toolbox, sink: ReplySink, result: TurnResult
     ) -> None:
-        session, person, turn_id = msg.session, msg.person, result.turn_id
+        """The turn's story: load what is known, recall, take in the files, record the request,
+        then model rounds (with tool rounds between them) until an answer is recorded."""
         await sink.working()
+        turn = await self.load(msg, toolbox, sink, result)
+        if turn is None:  # answered before (a re-delivery): the stored reply is sent again
+            return
+        await self.prepare_tools(turn)
+        await self.recall_memories(turn)
+        await self.take_files(turn)
+        ex = await self.record_request(turn)
+        for round_no in range(1, self.max_rounds + 2):
+            final_round = round_no > self.max_rounds
+            response = await self.model_round(turn, ex, round_no, final_round=final_round)
+            if response.tool_calls and not final_round:
+                await self.tool_round(turn, ex, response)
+                continue
+            await self.finish(turn, ex, response, final_round=final_round)
+            break
+
+    async def load(
+        self, msg: IncomingMessage, toolbox: Toolbox, sink: ReplySink, result: TurnResult
+    ) -> Turn | None:
+        """Step 1: the session and the person's facts, and whether this message reached a turn
+        before (bot.memory.resume). None when that turn already answered: its reply is reused."""
         # Two independent reads: at once, so neither waits behind the other's round trip.
         hot, facts = await asyncio.gather(
-            self.memory.load(session),
+            self.memory.load(msg.session),
             # Only what everyone reading here could read (bot.audience); a DM scope: all of
             # theirs on the platform.
-            facts_for(self.facts, person, msg.audience),
+            facts_for(self.facts, msg.person, msg.audience),
         )
         history = list(hot.tail)
-        prior = find_prior_turn(history, msg.message_id, person.id)
-        if prior is not None:  # this message reached a turn before (bot.memory.resume)
-            result.turn_id = turn_id = prior.turn_id
+        prior = find_prior_turn(history, msg.message_id, msg.person.id)
+        if prior is not None:
+            result.turn_id = prior.turn_id
             if prior.reply is not None:
                 result.reply, result.outcome = prior.reply, "replayed"
-                log.info("turn_replayed", extra={"fields": {"turn_id": turn_id}})
-                return
+                log.info("turn_replayed", extra={"fields": {"turn_id": result.turn_id}})
+                return None
             history = history[: prior.index]
-            log.info("turn_resumed", extra={"fields": {"turn_id": turn_id}})
-        earlier = [m.content for m in history if m.role == "user" and m.speaker == person.id]
-        used = {c["function"]["name"] for m in history for c in (m.tool_calls or [])}
-        await toolbox.prepare(msg.text, earlier[-3:], used)  # many tools: the relevant ones
-        recalled = Recalled()
-        if prior is not None:
-            recalled = Recalled(text=prior.recalled)  # as sent the first time (stored with it)
+            log.info("turn_resumed", extra={"fields": {"turn_id": result.turn_id}})
+        return Turn(
+            msg=msg,
+            toolbox=toolbox,
+            sink=sink,
+            result=result,
+            hot=hot,
+            facts=facts,
+            history=history,
+            prior=prior,
+        )
+
+    async def prepare_tools(self, turn: Turn) -> None:
+        """Step 2: the tools offered for this message (the relevant ones when there are many)."""
+        person = turn.msg.person.id
+        earlier = [m.content for m in turn.history if m.role == "user" and m.speaker == person]
+        used = {c["function"]["name"] for m in turn.history for c in (m.tool_calls or [])}
+        await turn.toolbox.prepare(turn.msg.text, earlier[-3:], used)
+        turn.schemas = turn.toolbox.schemas()
+        turn.tools_tokens = self.builder.counter.tools(turn.schemas)
+
+    async def recall_memories(self, turn: Turn) -> None:
+        """Step 3: long-term memories for the message; a resumed turn keeps what it was sent
+        the first time (stored with its request), so the model sees the same context."""
+        if turn.prior is not None:
+            turn.recalled = Recalled(text=turn.prior.recalled)
         elif self.recall is not None:
-            recalled = await self.recall(msg, history, self.builder.recall_tokens)
-        schemas = toolbox.schemas()
-        tools_tokens = self.builder.counter.tools(schemas)
-        tools_rejected = False
-        files = await self._files(msg, tools_tokens) if msg.attachments else None
+            turn.recalled = await self.recall(turn.msg, turn.history, self.builder.recall_tokens)
+
+    async def take_files(self, turn: Turn) -> None:
+        """Step 4: the shared files, fitted into a share of this turn's room."""
+        if turn.msg.attachments:
+            turn.files = await self._files(turn.msg, turn.tools_tokens)
+
+    async def record_request(self, turn: Turn) -> Exchange:
+        """Step 5: the person's message written to the session (once, also when resumed), and
+        the request's parts: the memory view, the current exchange and the tools' context."""
+        msg, files, recalled = turn.msg, turn.files, turn.recalled
         meta: dict[str, Any] = {"message_id": msg.message_id} if msg.message_id else {}
         if files is not None:
             meta["files"] = files.records
@@ -261,118 +342,123 @@ class TurnRunner:
                     RECALLED_IDS: recalled.ids,
                 }
             )
-        user_msg = NewMessage(
-            role="user",
-            content=files.stored_text(msg.text) if files else msg.text,
-            speaker=person.id,
-            turn_id=turn_id,
-            name=msg.user_name,
-            meta=meta,
-        )
-        if prior is not None:
-            stored_user = prior.user
+        if turn.prior is not None:
+            stored_user = turn.prior.user
         else:
-            (stored_user,) = await self.memory.append(session, hot, [user_msg])
+            user_msg = NewMessage(
+                role="user",
+                content=files.stored_text(msg.text) if files else msg.text,
+                speaker=msg.person.id,
+                turn_id=turn.result.turn_id,
+                name=msg.user_name,
+                meta=meta,
+            )
+            (stored_user,) = await self.memory.append(msg.session, turn.hot, [user_msg])
         view = MemoryView(
-            speaker_facts=facts,
-            pinned=hot.state.pinned,
-            summary=hot.state.summary,
-            history=history,
-            speaker=person.id,
+            speaker_facts=turn.facts,
+            pinned=turn.hot.state.pinned,
+            summary=turn.hot.state.summary,
+            history=turn.history,
+            speaker=msg.person.id,
             recalled=recalled.text,
         )
         content = files.content(msg.text) if files else msg.text
         current: list[dict[str, Any]] = [{"role": "user", "content": content}]
-        resumed = prior.completed_rounds() if prior is not None else []
+        resumed = turn.prior.completed_rounds() if turn.prior is not None else []
         current += resumed
-        notes = toolbox.notes()  # installed tools left out this turn (their server is down)
+        notes = turn.toolbox.notes()  # installed tools left out this turn (their server is down)
         if notes:
             current.append({"role": "system", "content": "\n".join(notes)})
         ctx = ToolContext(
-            session_id=session.id,
-            speaker_id=person.id,
-            team_id=session.team_key.id,
-            turn_id=turn_id,
+            session_id=msg.session.id,
+            speaker_id=msg.person.id,
+            team_id=msg.session.team_key.id,
+            turn_id=turn.result.turn_id,
             speaker_name=msg.user_name,
             message_id=msg.message_id,
-            message_ref=f"{session.id}#{stored_user.seq}",
+            message_ref=f"{msg.session.id}#{stored_user.seq}",
             audience=msg.audience.id,
             said_at=msg.sent_at,
         )
         # Shared files are untrusted content from the start (bot.write_guard).
         guard = WriteGuard(msg.text, tainted=files is not None or bool(resumed))
+        return Exchange(view=view, current=current, ctx=ctx, guard=guard)
 
-        for round_no in range(1, self.max_rounds + 2):
-            final_round = round_no > self.max_rounds
-            if final_round:
-                current.append({"role": "system", "content": FINAL_ANSWER_NOTE})
-            if round_no > 1 and not tools_rejected:  # a tool asked for may be offered now
-                offered = toolbox.schemas()
-                if len(offered) != len(schemas):
-                    schemas, tools_tokens = offered, self.builder.counter.tools(offered)
-            built = self.builder.build(view, current, tools_tokens=tools_tokens)
-            result.request_tokens.append(built.tokens)
-            result.rounds = round_no
-            while True:
-                try:
-                    response = await self.model.complete(
-                        built.messages,
-                        tools=schemas or None,
-                        tool_choice="none" if final_round and schemas else None,
-                        on_delta=sink.delta,
-                        max_tokens=self.builder.reply_tokens,
-                    )
-                    break
-                except ModelError as err:
-                    if err.kind != "bad_request" or round_no > 1:
-                        raise
-                    if (
-                        files is not None
-                        and files.images
-                        and current[0]["content"]
-                        != (text_only := files.content(msg.text, with_images=False))
-                    ):
-                        # A server that takes no image parts: the images become a note saying
-                        # so, and (BOT_VISION=auto) this process stops sending them.
-                        log.warning("model_rejected_images", extra={"fields": {"turn_id": turn_id}})
-                        self.vision.refused()
-                        current[0] = {"role": "user", "content": text_only}
-                    elif schemas:
-                        # Some OpenAI-compatible servers/models reject function tools outright:
-                        # answer without them rather than not at all.
-                        log.warning("model_rejected_tools", extra={"fields": {"turn_id": turn_id}})
-                        schemas, tools_tokens, tools_rejected = [], 0, True
-                    else:
-                        raise
-                    built = self.builder.build(view, current, tools_tokens=tools_tokens)
-                    result.request_tokens[-1] = built.tokens
-            if response.tool_calls and not final_round:
-                await self._tool_round(session, hot, response, toolbox, ctx, current, result, guard)
-                continue
-            reply = response.content.strip() or EMPTY_REPLY
-            private = any(r.name in PRIVATE_TOOLS for r in result.tool_calls)
-            await self.memory.append(
-                session,
-                hot,
-                [
-                    NewMessage(
-                        role="assistant",
-                        content=reply,
-                        speaker=person.id,
-                        turn_id=turn_id,
-                        meta={
-                            META_AUDIENCE: ctx.audience,
-                            **({"private": True} if private else {}),
-                        },
-                    )
-                ],
-            )
-            result.reply = reply
-            result.outcome = "max_rounds" if final_round else "answer"
-            break
-        result.needs_compression = self.memory.needs_compression(hot) and self.memory.summary_due(
-            hot.state
+    async def model_round(
+        self, turn: Turn, ex: Exchange, round_no: int, *, final_round: bool
+    ) -> ModelResponse:
+        """Step 6: one request to the model. The final round (past `max_rounds`) asks for an
+        answer without tools. A first request the server rejects as malformed is retried once
+        without images, then without tools (some compatible servers take neither)."""
+        if final_round:
+            ex.current.append({"role": "system", "content": FINAL_ANSWER_NOTE})
+        if round_no > 1 and not turn.tools_rejected:  # a tool asked for may be offered now
+            offered = turn.toolbox.schemas()
+            if len(offered) != len(turn.schemas):
+                turn.schemas, turn.tools_tokens = offered, self.builder.counter.tools(offered)
+        built = self.builder.build(ex.view, ex.current, tools_tokens=turn.tools_tokens)
+        turn.result.request_tokens.append(built.tokens)
+        turn.result.rounds = round_no
+        while True:
+            try:
+                return await self.model.complete(
+                    built.messages,
+                    tools=turn.schemas or None,
+                    tool_choice="none" if final_round and turn.schemas else None,
+                    on_delta=turn.sink.delta,
+                    max_tokens=self.builder.reply_tokens,
+                )
+            except ModelError as err:
+                if err.kind != "bad_request" or round_no > 1 or not self._degrade(turn, ex):
+                    raise
+                built = self.builder.build(ex.view, ex.current, tools_tokens=turn.tools_tokens)
+                turn.result.request_tokens[-1] = built.tokens
+
+    def _degrade(self, turn: Turn, ex: Exchange) -> bool:
+        """After a malformed-request refusal: drop the images, else the tools. False when
+        there is nothing left to drop (the refusal stands)."""
+        files, text = turn.files, turn.msg.text
+        turn_id = turn.result.turn_id
+        if (
+            files is not None
+            and files.images
+            and ex.current[0]["content"] != (text_only := files.content(text, with_images=False))
+        ):
+            # A server that takes no image parts: the images become a note saying so, and
+            # (BOT_VISION=auto) this process stops sending them.
+            log.warning("model_rejected_images", extra={"fields": {"turn_id": turn_id}})
+            self.vision.refused()
+            ex.current[0] = {"role": "user", "content": text_only}
+            return True
+        if turn.schemas:
+            # Some OpenAI-compatible servers/models reject function tools outright: answer
+            # without them rather than not at all.
+            log.warning("model_rejected_tools", extra={"fields": {"turn_id": turn_id}})
+            turn.schemas, turn.tools_tokens, turn.tools_rejected = [], 0, True
+            return True
+        return False
+
+    async def finish(
+        self, turn: Turn, ex: Exchange, response: ModelResponse, *, final_round: bool
+    ) -> None:
+        """Step 8: the answer recorded (marked private when a private tool's result fed it)
+        and handed to the result; whether the session is due for a summary."""
+        reply = response.content.strip() or EMPTY_REPLY
+        result = turn.result
+        private = any(r.name in PRIVATE_TOOLS for r in result.tool_calls)
+        answer = NewMessage(
+            role="assistant",
+            content=reply,
+            speaker=turn.msg.person.id,
+            turn_id=result.turn_id,
+            meta={META_AUDIENCE: ex.ctx.audience, **({"private": True} if private else {})},
         )
+        await self.memory.append(turn.msg.session, turn.hot, [answer])
+        result.reply = reply
+        result.outcome = "max_rounds" if final_round else "answer"
+        result.needs_compression = self.memory.needs_compression(
+            turn.hot
+        ) and self.memory.summary_due(turn.hot.state)
 
     async def _files(self, msg: IncomingMessage, tools_tokens: int) -> FileInput:
         """The message's files fitted into a share of this turn's room (the rest is for the
@@ -387,17 +473,12 @@ class TurnRunner:
             vision=self.vision.enabled,
         )
 
-    async def _tool_round(
-        self,
-        session: SessionKey,
-        hot: HotSession,
-        response: ModelResponse,
-        toolbox: Toolbox,
-        ctx: ToolContext,
-        current: list[dict[str, Any]],
-        result: TurnResult,
-        guard: WriteGuard,
-    ) -> None:
+    async def tool_round(self, turn: Turn, ex: Exchange, response: ModelResponse) -> None:
+        """Step 7: the calls the model asked for, capped, each written as it happens: the
+        request, then every result tied to its call id. A write the person's words did not
+        ask for is refused here (bot.write_guard), not run."""
+        session, hot, toolbox = turn.msg.session, turn.hot, turn.toolbox
+        ctx, current, result, guard = ex.ctx, ex.current, turn.result, ex.guard
         prior = sum(1 for r in result.tool_calls if r.outcome != "limit_exceeded")
         calls = response.tool_calls
         keep = toolbox.call_allowance(prior) + REFUSED_CALLS_SHOWN
