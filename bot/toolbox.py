@@ -22,7 +22,7 @@ from bot.memory.reconcile import Reconciler
 from bot.memory.remember import remember
 from bot.metrics import TOOL_BREAKER_OPENS, TOOL_BREAKER_STATE
 from bot.secrets import SecretBox, SecretsUnavailable, open_value
-from bot.stores.protocols import Cache, Store
+from bot.stores.protocols import Cache, ToolboxStore
 from bot.stores.records import ToolCallLog, ToolInstall
 from bot.tool_audit import ALL_TEAMS, ToolAudit
 from tools.breaker import BreakerBoard, BreakerState
@@ -106,10 +106,10 @@ class ToolboxFactory:
         self,
         settings: Settings,
         *,
-        store: Store,
+        store: ToolboxStore,
         cache: Cache,
         config: ExecutorConfig | None = None,
-        reconciler: Reconciler | None = None,
+        reconciler: Reconciler,
         write_marks: IdempotencyCache | None = None,
     ) -> None:
         self.store = store
@@ -143,7 +143,7 @@ class ToolboxFactory:
             on_record=self._record,
             breakers=self.breakers,
         )
-        self.reconciler = reconciler or Reconciler(store)  # rules only without a model
+        self.reconciler = reconciler  # `remember` writes facts through it (the app's)
         self.base = ToolRegistry([remember.bind(reconciler=self.reconciler)])
         self.build_timeout = BUILD_TIMEOUT
         # Many tools: offer the relevant ones per turn. The embedder (episodic memory's, when

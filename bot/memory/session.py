@@ -33,7 +33,7 @@ from bot.memory.render import (
     is_private_turn,
     transcript_line,
 )
-from bot.stores.protocols import Cache, Store
+from bot.stores.protocols import Cache, SessionStore
 from bot.stores.records import NewMessage, PinnedFact, SessionState, StoredMessage, utcnow
 from bot.tokens import TokenCounter
 
@@ -107,7 +107,7 @@ class CompressionPolicy:
 class SessionMemory:
     def __init__(
         self,
-        store: Store,
+        store: SessionStore,
         cache: Cache,
         counter: TokenCounter,
         policy: CompressionPolicy,

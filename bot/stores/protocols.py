@@ -254,6 +254,14 @@ class TombstoneStore(Protocol):
     async def delete_tombstones(self, person: PersonKey) -> int: ...
 
 
+class SessionStore(ConversationStore, SessionStateStore, Protocol):
+    """What session memory (`bot.memory.session.SessionMemory`) needs: messages and state."""
+
+
+class ToolboxStore(ToolInstallStore, ToolCallLogStore, Protocol):
+    """What a team's toolbox (`bot.toolbox.ToolboxFactory`) needs: installs and the call log."""
+
+
 class Store(
     ConversationStore,
     SessionStateStore,
