@@ -212,6 +212,7 @@ class CannedModel:
         max_tokens: int | None = None,
         temperature: float | None = None,
         tool_choice: str | None = None,
+        model: str | None = None,
     ) -> ModelResponse:
         self.last_messages = len(messages)
         return ModelResponse(content=REPLY, finish_reason="stop", model=MODEL)

@@ -65,6 +65,7 @@ class RecordingModel:
         max_tokens: int | None = None,
         temperature: float | None = None,
         tool_choice: str | None = None,
+        model: str | None = None,
     ) -> ModelResponse:
         if response_format is not None:
             body = " ".join(str(m.get("content", "")) for m in messages[1:])[-1200:]

@@ -33,6 +33,7 @@ from bot.memory.structured import JsonAsker
 from bot.messages import IncomingMessage, MessageRef, ReplySink
 from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient, ModelError
+from bot.policy import NoPlaceSettings, PolicyResolver
 from bot.ratelimit import Rate, TurnLimiter
 from bot.stores.factory import open_cache, open_inbox, open_store, open_write_marks
 from bot.stores.inbox import Inbox
@@ -116,6 +117,13 @@ class BotApp(ServesInbox):
             write_marks=write_marks,
         )
         self.toolboxes.count_tokens = self.counter.tools
+        # Each place's settings, resolved once per turn (bot.policy); the `/config` store
+        # plugs in as the source.
+        self.policies = PolicyResolver(
+            NoPlaceSettings(),
+            default_model=settings.bot_model,
+            models=settings.allowed_models(),
+        )
         self.limiter = TurnLimiter(
             cache,
             per_user=Rate.parse(settings.bot_rate_user),
@@ -202,7 +210,8 @@ class BotApp(ServesInbox):
             with self.limiter.admitted(message):
                 async with self._session_turn(session):
                     try:
-                        toolbox = await self.toolboxes.for_team(session.team_key)
+                        policy = await self.policies.for_place(session.team_key, message.channel)
+                        toolbox = await self.toolboxes.for_team(session.team_key, policy)
                     except StoreUnavailable:
                         log.warning(
                             "toolbox_store_unavailable", extra={"fields": {"team": session.team}}
@@ -210,7 +219,7 @@ class BotApp(ServesInbox):
                         await sink.finish(STORE_DOWN_REPLY, error=True)
                         return None
                     with self.activity.turn():
-                        result = await self.runner.run(message, toolbox, sink)
+                        result = await self.runner.run(message, toolbox, sink, policy)
                     if self.episodic is not None:
                         self.episodic.after_turn(session)
                     record_turn(message.platform, result, set(toolbox.registry.names()))

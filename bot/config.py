@@ -98,6 +98,8 @@ class Settings(BaseSettings):
     geocoding_api_url: str = "https://geocoding-api.open-meteo.com/v1/search"
 
     bot_admins: str = ""
+    # Models an admin may choose per team or channel (`/config set model=`); BOT_MODEL always.
+    bot_models: str = ""
     # Hosts/CIDRs that team-installed packs (orders, mcp) may reach; see tools.netguard.
     bot_tool_hosts: str | None = None
     # Long-term consolidation (bot.memory.consolidation): when, how wide, how costly; retention.
@@ -241,6 +243,11 @@ class Settings(BaseSettings):
     @property
     def admin_ids(self) -> frozenset[str]:
         return frozenset(part.strip() for part in self.bot_admins.split(",") if part.strip())
+
+    def allowed_models(self) -> frozenset[str]:
+        """BOT_MODELS as a set, BOT_MODEL included."""
+        named = (part.strip() for part in self.bot_models.split(","))
+        return frozenset(m for m in named if m) | {self.bot_model}
 
     def require_openai_key(self) -> str:
         if self.openai_api_key is None or not self.openai_api_key.get_secret_value().strip():

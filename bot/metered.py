@@ -32,6 +32,7 @@ class MeteredModel:
         max_tokens: int | None = None,
         temperature: float | None = None,
         tool_choice: str | None = None,
+        model: str | None = None,
     ) -> ModelResponse:
         with tracing.span(f"model.{self.kind}", {"messages": len(messages)}) as current:
             try:
@@ -43,6 +44,7 @@ class MeteredModel:
                     max_tokens=max_tokens,
                     temperature=temperature,
                     tool_choice=tool_choice,
+                    model=model,
                 )
             except ModelError as err:
                 ERRORS.labels("model", err.kind).inc()

@@ -170,12 +170,14 @@ class ModelClient:
         max_tokens: int | None = None,
         temperature: float | None = None,
         tool_choice: str | None = None,
+        model: str | None = None,
     ) -> ModelResponse:
         """Ask the model once. Streams text to `on_delta` when given; raises only `ModelError`.
+        `model` names another model than the client's own (a place's `model` setting).
 
         Exceptions raised by `on_delta` itself (the caller's sink) propagate unchanged.
         """
-        params: dict[str, Any] = {"model": self.model, "messages": messages}
+        params: dict[str, Any] = {"model": model or self.model, "messages": messages}
         if tools:
             params["tools"] = tools
             if tool_choice is not None:
@@ -301,7 +303,7 @@ class ModelClient:
         if acc.chunks == 0:  # e.g. a server that ignored stream=True and sent plain JSON
             raise ModelError("bad_response", "the stream ended without a single chunk")
         try:
-            return acc.result(self.model)
+            return acc.result(params["model"])
         except Exception as exc:
             raise ModelError("bad_response", f"unusable stream ({type(exc).__name__})") from None
 

@@ -21,6 +21,7 @@ from bot.keys import SessionKey, TeamKey
 from bot.memory.reconcile import Reconciler
 from bot.memory.remember import remember
 from bot.metrics import TOOL_BREAKER_OPENS, TOOL_BREAKER_STATE
+from bot.policy import DEFAULT_POLICY, PlacePolicy
 from bot.secrets import SecretBox, SecretsUnavailable, open_value
 from bot.stores.protocols import Cache, ToolboxStore
 from bot.stores.records import ToolCallLog, ToolInstall
@@ -152,10 +153,14 @@ class ToolboxFactory:
         self.count_tokens: Callable[[list[dict[str, Any]]], int] | None = None
         self.budget = settings.bot_context_tokens
 
-    async def for_team(self, team: TeamKey) -> Toolbox:
-        installs = await self.store.installed(team)
+    async def for_team(self, team: TeamKey, policy: PlacePolicy = DEFAULT_POLICY) -> Toolbox:
+        """The team's tools that `policy` allows here: packs outside its `tools` setting are
+        not built at all (never offered; a call to one is an unknown tool), and `remember` is
+        left out where memory is off."""
+        base = self.base if policy.memory else ToolRegistry([])
+        installs = [i for i in await self.store.installed(team) if policy.allows_pack(i.pack)]
         if not installs:
-            return self._toolbox(self.base, [])
+            return self._toolbox(base, [])
         built = await asyncio.gather(*(self._build(team, i) for i in installs))
         tools: list[Tool] = []
         taken = set(self.base.names())
@@ -172,7 +177,7 @@ class ToolboxFactory:
                     continue
                 taken.add(t.name)
                 tools.append(t)
-        return self._toolbox(self.base | tools if tools else self.base, notes)
+        return self._toolbox(base | tools if tools else base, notes)
 
     def _toolbox(self, registry: ToolRegistry, notes: list[str]) -> Toolbox:
         return Toolbox(

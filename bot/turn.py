@@ -42,6 +42,7 @@ from bot.memory.session import HotSession, SessionMemory
 from bot.memory.speaker_facts import facts_for
 from bot.messages import IncomingMessage, ReplySink
 from bot.model import ModelError, ModelResponse
+from bot.policy import DEFAULT_POLICY, PlacePolicy
 from bot.stores.protocols import FactStore, StoreUnavailable
 from bot.stores.records import Fact, NewMessage, StoredMessage
 from bot.write_guard import WriteGuard
@@ -78,6 +79,7 @@ class Model(Protocol):
         max_tokens: int | None = ...,
         temperature: float | None = ...,
         tool_choice: str | None = ...,
+        model: str | None = ...,
     ) -> ModelResponse: ...
 
     async def close(self) -> None: ...
@@ -142,6 +144,8 @@ class TurnResult:
 class Turn:
     """What one turn has gathered so far, handed from step to step (`TurnRunner._run`)."""
 
+    policy: PlacePolicy  # this place's settings, resolved once for the turn
+    place_note: str  # what the model is told about the place (`PlacePolicy.place_note`)
     msg: IncomingMessage
     toolbox: Toolbox
     sink: ReplySink
@@ -168,6 +172,10 @@ class Exchange:
     guard: WriteGuard
 
 
+async def _no_facts() -> list[Fact]:
+    return []
+
+
 class TurnRunner:
     def __init__(
         self,
@@ -192,9 +200,17 @@ class TurnRunner:
         self.file_limits = file_limits or FileLimits()
         self.vision = vision or Vision("off", "")
 
-    async def run(self, msg: IncomingMessage, toolbox: Toolbox, sink: ReplySink) -> TurnResult:
+    async def run(
+        self,
+        msg: IncomingMessage,
+        toolbox: Toolbox,
+        sink: ReplySink,
+        policy: PlacePolicy = DEFAULT_POLICY,
+    ) -> TurnResult:
+        """One turn for `msg` in a place whose `policy` (`bot.policy`, resolved once for this
+        turn) says the instructions, model and memory use; `toolbox` holds the tools it allows."""
         with tracing.span("turn", {"session": msg.session.id, "platform": msg.platform}) as current:
-            result = await self._traced(msg, toolbox, sink)
+            result = await self._traced(msg, toolbox, sink, policy)
             tracing.set_attributes(
                 current,
                 {
@@ -219,12 +235,14 @@ class TurnRunner:
         log.info("turn", extra={"fields": fields})
         return result
 
-    async def _traced(self, msg: IncomingMessage, toolbox: Toolbox, sink: ReplySink) -> TurnResult:
+    async def _traced(
+        self, msg: IncomingMessage, toolbox: Toolbox, sink: ReplySink, policy: PlacePolicy
+    ) -> TurnResult:
         started = time.perf_counter()
         result = TurnResult(turn_id="t_" + uuid.uuid4().hex[:16], reply="", outcome="error")
         try:
             async with asyncio.timeout(self.turn_timeout):
-                await self._run(msg, toolbox, sink, result)
+                await self._run(msg, toolbox, sink, result, policy)
         except TimeoutError:
             result.outcome, result.reply = "timeout", TIMEOUT_REPLY
         except StoreUnavailable:
@@ -248,12 +266,17 @@ class TurnRunner:
         return result
 
     async def _run(
-        self, msg: IncomingMessage, toolbox: Toolbox, sink: ReplySink, result: TurnResult
+        self,
+        msg: IncomingMessage,
+        toolbox: Toolbox,
+        sink: ReplySink,
+        result: TurnResult,
+        policy: PlacePolicy,
     ) -> None:
         """The turn's story: load what is known, recall, take in the files, record the request,
         then model rounds (with tool rounds between them) until an answer is recorded."""
         await sink.working()
-        turn = await self.load(msg, toolbox, sink, result)
+        turn = await self.load(msg, toolbox, sink, result, policy)
         if turn is None:  # answered before (a re-delivery): the stored reply is sent again
             return
         await self.prepare_tools(turn)
@@ -270,16 +293,22 @@ class TurnRunner:
             break
 
     async def load(
-        self, msg: IncomingMessage, toolbox: Toolbox, sink: ReplySink, result: TurnResult
+        self,
+        msg: IncomingMessage,
+        toolbox: Toolbox,
+        sink: ReplySink,
+        result: TurnResult,
+        policy: PlacePolicy = DEFAULT_POLICY,
     ) -> Turn | None:
-        """Step 1: the session and the person's facts, and whether this message reached a turn
-        before (bot.memory.resume). None when that turn already answered: its reply is reused."""
+        """Step 1: the session and the person's facts (none where the place's memory is off),
+        and whether this message reached a turn before (bot.memory.resume). None when that turn
+        already answered: its reply is reused."""
         # Two independent reads: at once, so neither waits behind the other's round trip.
         hot, facts = await asyncio.gather(
             self.memory.load(msg.session),
             # Only what everyone reading here could read (bot.audience); a DM scope: all of
             # theirs on the platform.
-            facts_for(self.facts, msg.person, msg.audience),
+            facts_for(self.facts, msg.person, msg.audience) if policy.memory else _no_facts(),
         )
         history = list(hot.tail)
         prior = find_prior_turn(history, msg.message_id, msg.person.id)
@@ -292,6 +321,8 @@ class TurnRunner:
             history = history[: prior.index]
             log.info("turn_resumed", extra={"fields": {"turn_id": result.turn_id}})
         return Turn(
+            policy=policy,
+            place_note=policy.place_note(),
             msg=msg,
             toolbox=toolbox,
             sink=sink,
@@ -316,13 +347,13 @@ class TurnRunner:
         the first time (stored with its request), so the model sees the same context."""
         if turn.prior is not None:
             turn.recalled = Recalled(text=turn.prior.recalled)
-        elif self.recall is not None:
+        elif self.recall is not None and turn.policy.memory:
             turn.recalled = await self.recall(turn.msg, turn.history, self.builder.recall_tokens)
 
     async def take_files(self, turn: Turn) -> None:
         """Step 4: the shared files, fitted into a share of this turn's room."""
         if turn.msg.attachments:
-            turn.files = await self._files(turn.msg, turn.tools_tokens)
+            turn.files = await self._files(turn.msg, turn.tools_tokens, turn.place_note)
 
     async def record_request(self, turn: Turn) -> Exchange:
         """Step 5: the person's message written to the session (once, also when resumed), and
@@ -396,7 +427,9 @@ class TurnRunner:
             offered = turn.toolbox.schemas()
             if len(offered) != len(turn.schemas):
                 turn.schemas, turn.tools_tokens = offered, self.builder.counter.tools(offered)
-        built = self.builder.build(ex.view, ex.current, tools_tokens=turn.tools_tokens)
+        built = self.builder.build(
+            ex.view, ex.current, tools_tokens=turn.tools_tokens, place_note=turn.place_note
+        )
         turn.result.request_tokens.append(built.tokens)
         turn.result.rounds = round_no
         while True:
@@ -407,11 +440,14 @@ class TurnRunner:
                     tool_choice="none" if final_round and turn.schemas else None,
                     on_delta=turn.sink.delta,
                     max_tokens=self.builder.reply_tokens,
+                    model=turn.policy.model or None,
                 )
             except ModelError as err:
                 if err.kind != "bad_request" or round_no > 1 or not self._degrade(turn, ex):
                     raise
-                built = self.builder.build(ex.view, ex.current, tools_tokens=turn.tools_tokens)
+                built = self.builder.build(
+                    ex.view, ex.current, tools_tokens=turn.tools_tokens, place_note=turn.place_note
+                )
                 turn.result.request_tokens[-1] = built.tokens
 
     def _degrade(self, turn: Turn, ex: Exchange) -> bool:
@@ -460,11 +496,13 @@ class TurnRunner:
             turn.hot
         ) and self.memory.summary_due(turn.hot.state)
 
-    async def _files(self, msg: IncomingMessage, tools_tokens: int) -> FileInput:
+    async def _files(self, msg: IncomingMessage, tools_tokens: int, place_note: str) -> FileInput:
         """The message's files fitted into a share of this turn's room (the rest is for the
         person's text, and for tool rounds)."""
         counter = self.builder.counter
-        share = int(self.builder.current_cap(tools_tokens) * FILE_SHARE) - counter.count(msg.text)
+        share = int(
+            self.builder.current_cap(tools_tokens, place_note) * FILE_SHARE
+        ) - counter.count(msg.text)
         return await prepare_files(
             msg.attachments,
             counter=counter,

@@ -1,7 +1,8 @@
 """Assembling one model request's messages inside the token budget.
 
 Order, most stable first (so providers' prompt caching keeps hitting):
-  1. the constant system prompt,
+  1. the constant system prompt, followed by the place's note (`bot.policy.PlacePolicy`: its
+     language and its admins' standing instructions), constant per place,
   2. a memory note: the speaker's stored facts, the session's pinned key facts, the rolling summary,
   3. the most recent raw history, cut at turn boundaries, older tool results shrunk (turns in
      which someone else asked the bot to remember something personal are left out),
@@ -19,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import cachetools
 
 from bot.memory.prompts import SYSTEM_PROMPT
 from bot.memory.render import group_turns, is_private_turn, render_group
@@ -86,19 +89,35 @@ class ContextBuilder:
         self.recall_tokens = recall_tokens  # reserved for recalled memories (0: none)
         self._system = {"role": "system", "content": SYSTEM_PROMPT}
         self._system_tokens = counter.message(self._system)
+        # Places' system messages with their note, by note (bounded: places come and go).
+        self._placed: cachetools.LRUCache[str, tuple[dict[str, Any], int]] = cachetools.LRUCache(
+            maxsize=256
+        )
+
+    def system_message(self, place_note: str = "") -> tuple[dict[str, Any], int]:
+        """The system message for a place and its tokens: the bot's own text, then the
+        place's note (the same bytes every turn there, so the prefix stays cacheable)."""
+        if not place_note:
+            return self._system, self._system_tokens
+        found = self._placed.get(place_note)
+        if found is None:
+            message = {"role": "system", "content": f"{SYSTEM_PROMPT}\n\n{place_note}"}
+            found = self._placed[place_note] = (message, self.counter.message(message))
+        return found
 
     @property
     def prompt_budget(self) -> int:
         """Tokens the request (messages + tools) may use; the rest is the reply allowance."""
         return self.budget - self.reply_tokens
 
-    def _available(self, tools_tokens: int) -> int:
-        return self.prompt_budget - tools_tokens - REPLY_PRIMER - self._system_tokens
+    def _available(self, tools_tokens: int, place_note: str = "") -> int:
+        system_tokens = self.system_message(place_note)[1]
+        return self.prompt_budget - tools_tokens - REPLY_PRIMER - system_tokens
 
-    def current_cap(self, tools_tokens: int) -> int:
+    def current_cap(self, tools_tokens: int, place_note: str = "") -> int:
         """Tokens this turn's own messages may use before they are shrunk (files are fitted to a
         share of it up front, see `bot.files`)."""
-        available = self._available(tools_tokens)
+        available = self._available(tools_tokens, place_note)
         return max(available // 2, available - 400)
 
     def build(
@@ -107,12 +126,14 @@ class ContextBuilder:
         current: list[dict[str, Any]],
         *,
         tools_tokens: int,
+        place_note: str = "",
     ) -> BuiltContext:
         count = self.counter.message
-        available = self._available(tools_tokens)
+        system, system_tokens = self.system_message(place_note)
+        available = self._available(tools_tokens, place_note)
         notes: list[str] = []
 
-        current = self._fit_current(current, self.current_cap(tools_tokens), notes)
+        current = self._fit_current(current, self.current_cap(tools_tokens, place_note), notes)
         available -= sum(count(m) for m in current)
         recalled: dict[str, Any] | None = None
         if self.recall_tokens:
@@ -157,7 +178,7 @@ class ContextBuilder:
             kept_count += len(group)
         history = [m for group in reversed(kept) for m in group]
 
-        messages = [self._system]
+        messages = [system]
         if note_msg is not None:
             messages.append(note_msg)
         messages.extend(history)
@@ -165,7 +186,7 @@ class ContextBuilder:
             messages.append(recalled)
         messages.extend(current)
         tokens = (
-            self._system_tokens
+            system_tokens
             + (count(note_msg) if note_msg is not None else 0)
             + (count(recalled) if recalled is not None else 0)
             + history_tokens

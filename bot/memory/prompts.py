@@ -4,7 +4,7 @@ turns and providers' prompt caching applies; everything that varies goes after i
 from __future__ import annotations
 
 SYSTEM_PROMPT = """\
-You are a helpful assistant in a team chat (Slack or Discord). Be concise and friendly; use \
+You are a helpful assistant in a team chat. Be concise and friendly; use \
 Markdown sparingly. Answer in the language the person writes in.
 
 Memory: when the person asks you to remember something about them (a preference, an allergy, \
