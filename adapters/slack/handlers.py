@@ -1,8 +1,8 @@
 """Bolt listeners: Slack events and slash commands in, core calls out.
 
-Listeners run after Bolt has acked (events) or ack themselves within the 3-second window
-(commands). Event listeners only route and hand the turn to the task tracker; everything slow
-(de-duplication, user lookups, the turn itself) happens in that task.
+Listeners run after Bolt has acked (events) or ack themselves before any work (commands,
+`adapters/slack/commands.py`). Event listeners only route and hand the turn to the task
+tracker; everything slow (de-duplication, user lookups, the turn itself) happens in that task.
 """
 
 from __future__ import annotations
@@ -27,17 +27,17 @@ from adapters.common.loadguard import LoopGuard
 from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
 from adapters.slack.channels import ChannelDirectory
+from adapters.slack.commands import COMMANDS, SlashCommands
 from adapters.slack.config import SlackConfig
 from adapters.slack.errors import api_failed
 from adapters.slack.files import SlackFiles
-from adapters.slack.mrkdwn import markdown_to_mrkdwn, split_message
 from adapters.slack.normalize import mentioned_users, normalize_text
 from adapters.slack.routing import Route, route_change, route_event
 from adapters.slack.sink import Capabilities, EarlierReply, ReplyTarget, SlackReplySink
 from adapters.slack.threads import ThreadTracker, find_earlier_reply
 from adapters.slack.users import UserDirectory
 from bot import metrics
-from bot.core import BotCore, CommandReply, CommandRequest
+from bot.core import BotCore
 from bot.inbox import Delivery, InboxItem, RetryLater
 from bot.keys import SessionKey
 from bot.messages import IncomingMessage, MessageRef
@@ -46,8 +46,6 @@ _LOG = logging.getLogger(__name__)
 PLATFORM = "slack"
 APOLOGY = "Sorry, something went wrong while answering. Please try again."
 SHUTDOWN_APOLOGY = "Sorry, I was restarting and had to stop before answering. Please ask again."
-COMMAND_FAILED = "Sorry, that command failed. Please try again."
-COMMANDS = ("memory", "tools")
 INBOX_KIND = "slack.message"
 # Message events that are a change to an earlier message: applied, never answered.
 CHANGE_SUBTYPES = frozenset({"message_deleted", "message_changed"})
@@ -115,6 +113,7 @@ class SlackHandlers:
         self._turns = asyncio.Semaphore(config.max_concurrent_turns)
         self.guard = LoopGuard()
         self.files = SlackFiles(config.base_url)
+        self.commands = SlashCommands(core, config, tasks, self.users)
         # Messages deleted in Slack, seen here: a turn still waiting for one is not run (the
         # deletion, queued after it in the same conversation, erases what it stored anyway).
         self.deleted: TTLCache[tuple[str, str, str], bool] = TTLCache(20_000, 3600.0)
@@ -126,8 +125,9 @@ class SlackHandlers:
         app.event("message", middleware=[self.accept])(_acked)
         app.event("assistant_thread_started")(self.on_thread_started)
         app.event("assistant_thread_context_changed")(self.on_ignored_event)
+        # Every command takes one path: acked at once, answered through its response_url.
         for name in COMMANDS:
-            app.command(f"/{name}")(self.on_command)
+            app.command(f"/{name}")(self.commands.on_command)
         # Subscribed in the manifest in both modes: acknowledged and logged even without an
         # installation store (single workspace), so Bolt never answers Slack 404.
         app.event("app_uninstalled")(self.on_app_uninstalled)
@@ -552,105 +552,6 @@ class SlackHandlers:
             error=type(error).__name__,
             kind=kind or body.get("type") or body.get("command"),
         )
-
-    # -- slash commands ----------------------------------------------------------------------
-
-    async def on_command(
-        self,
-        ack: Callable[..., Awaitable[Any]],
-        command: dict[str, Any],
-        body: dict[str, Any],
-        context: AsyncBoltContext,
-        client: AsyncWebClient,
-        respond: Callable[..., Awaitable[Any]],
-    ) -> None:
-        """Ack with the answer if the core is quick, else ack now and answer via response_url."""
-        name = str(command.get("command") or "").lstrip("/")
-        metrics.EVENTS.labels(PLATFORM, f"command_{name}").inc()
-        started = time.monotonic()
-        task = self.tasks.spawn(
-            self._command(name, command, body, context, client), name=f"slack-command-{name}"
-        )
-        done, _ = await asyncio.wait({task}, timeout=self.config.command_inline_seconds)
-        if done and task.exception() is None and len(task.result()) <= self.config.message_limit:
-            text = task.result()
-            await ack(text=text, response_type="ephemeral")
-            emit(
-                _LOG,
-                "slack_command_answered",
-                command=name,
-                inline=True,
-                ms=round((time.monotonic() - started) * 1000, 1),
-            )
-            return
-        await ack()
-        try:
-            text = await task
-        except Exception:
-            text = COMMAND_FAILED
-        await self._respond_later(respond, client, command, text)
-        emit(
-            _LOG,
-            "slack_command_answered",
-            command=name,
-            inline=False,
-            ms=round((time.monotonic() - started) * 1000, 1),
-        )
-
-    async def _command(
-        self,
-        name: str,
-        command: dict[str, Any],
-        body: dict[str, Any],
-        context: AsyncBoltContext,
-        client: AsyncWebClient,
-    ) -> str:
-        team = _team(context, body)
-        user = str(command.get("user_id") or context.user_id or "")
-        is_admin = False
-        if name == "tools":
-            person = await self.users.get(client, team, user, fresh=True)
-            is_admin = bool(person and person.is_platform_admin)
-        request = CommandRequest(
-            platform=PLATFORM,
-            team=team,
-            channel=str(command.get("channel_id") or ""),
-            user=user,
-            command=name,
-            text=str(command.get("text") or "").strip(),
-            is_platform_admin=is_admin,
-        )
-        try:
-            reply: CommandReply = await self.core.handle_command(request)
-        except Exception as exc:
-            metrics.ERRORS.labels(PLATFORM, "command_failed").inc()
-            emit(
-                _LOG, "slack_command_failed", logging.ERROR, command=name, error=type(exc).__name__
-            )
-            return COMMAND_FAILED
-        return markdown_to_mrkdwn(reply.text) or "Done."
-
-    async def _respond_later(
-        self,
-        respond: Callable[..., Awaitable[Any]],
-        client: AsyncWebClient,
-        command: dict[str, Any],
-        text: str,
-    ) -> None:
-        parts = split_message(text, self.config.message_limit)
-        for part in parts:
-            try:
-                if command.get("response_url"):
-                    await respond(text=part, response_type="ephemeral")
-                else:
-                    await client.chat_postEphemeral(
-                        channel=str(command.get("channel_id")),
-                        user=str(command.get("user_id")),
-                        text=part,
-                    )
-            except Exception as exc:
-                api_failed(_LOG, "response_url", exc)
-                return
 
 
 def _sent_at(ts: str | None) -> datetime | None:

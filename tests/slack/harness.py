@@ -62,6 +62,7 @@ class HandledLog(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.lines: list[tuple[str | None, str]] = []  # (event id, outcome)
+        self.commands: int = 0  # `slack_command_answered` lines: a command's work is over
         self._users = 0
         self._level = logging.NOTSET
 
@@ -69,6 +70,8 @@ class HandledLog(logging.Handler):
         if record.msg == "slack_event_handled":
             fields = getattr(record, "fields", {})
             self.lines.append((fields.get("event_id"), str(fields.get("outcome"))))
+        elif record.msg == "slack_command_answered":
+            self.commands += 1
 
     def attach(self) -> None:
         if self._users == 0:
@@ -87,6 +90,7 @@ class HandledLog(logging.Handler):
             logger.removeHandler(self)
             logger.setLevel(self._level)
             self.lines.clear()
+            self.commands = 0
 
     def outcomes(self, event_ids: Collection[str]) -> list[str]:
         """Outcomes logged so far for these event ids (one per delivery handled)."""
@@ -130,6 +134,7 @@ class SlackHarness:
     http: ClientSession
     team: str = "T0TEST"
     sent: list[str] = field(default_factory=list)
+    response_urls: list[str] = field(default_factory=list)  # of the commands posted, in order
 
     @classmethod
     async def start(
@@ -361,6 +366,10 @@ class SlackHarness:
         channel: str = "C1",
         team: str | None = None,
     ) -> ClientResponse:
+        """Post a slash command as Slack does, with a fresh `response_url` (kept in
+        `response_urls`); returns the ack."""
+        url = self.fake.response_url()
+        self.response_urls.append(url)
         form = {
             "token": "legacy",
             "team_id": team or self.team,
@@ -372,12 +381,31 @@ class SlackHarness:
             "command": command,
             "text": text,
             "api_app_id": "A0TEST",
-            "response_url": self.fake.response_url(),
+            "response_url": url,
             "trigger_id": "1.2.3",
         }
         return await self.post_raw(
             urlencode(form), content_type="application/x-www-form-urlencoded"
         )
+
+    async def ask(
+        self,
+        command: str,
+        text: str = "",
+        *,
+        user: str = "U1",
+        channel: str = "C1",
+        team: str | None = None,
+        timeout: float = 10.0,
+    ) -> dict[str, Any]:
+        """A slash command whose ack must be an empty 200 (Slack shows nothing for it); returns
+        the first answer posted to its response_url."""
+        resp = await self.command(command, text, user=user, channel=channel, team=team)
+        assert resp.status == 200, resp.status
+        assert await resp.read() == b"", "the ack carries no answer: it comes via response_url"
+        url = self.response_urls[-1]
+        await self.fake.wait_for(lambda: bool(self.fake.answers_at(url)), timeout)
+        return self.fake.answers_at(url)[0]
 
     async def wait_handled(self, count: int | None = None, *, timeout: float = 5.0) -> list[str]:
         """Until the adapter is done with `count` deliveries of the events this harness sent
@@ -385,6 +413,15 @@ class SlackHarness:
         ended. Deliveries of an event id another harness also sent count here too."""
         wanted = len(self.sent) if count is None else count
         return await HANDLED.wait(set(self.sent), wanted, timeout=timeout)
+
+    async def wait_commands_answered(self, count: int = 1, *, timeout: float = 10.0) -> None:
+        """Until `count` slash commands (of any harness in this process) were done with: their
+        answer posted, or refused by Slack."""
+        deadline = time.monotonic() + timeout
+        while HANDLED.commands < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{HANDLED.commands} of {count} commands answered")
+            await asyncio.sleep(0.01)
 
     async def wait_done(self, message_ts: str, *, timeout: float = 5.0) -> None:
         """Until the bot cleared its working reaction on that message (the turn has finished)."""
