@@ -32,7 +32,7 @@ from adapters.slack.config import SlackConfig
 from adapters.slack.errors import api_failed
 from adapters.slack.files import SlackFiles
 from adapters.slack.normalize import mentioned_users, normalize_text
-from adapters.slack.routing import Route, route_change, route_event
+from adapters.slack.routing import Route, first_mention_by_edit, route_change, route_event
 from adapters.slack.sink import Capabilities, EarlierReply, ReplyTarget, SlackReplySink
 from adapters.slack.threads import ThreadTracker, find_earlier_reply
 from adapters.slack.users import UserDirectory
@@ -74,10 +74,11 @@ def _handled(body: dict[str, Any], outcome: str) -> None:
     answered | failed | cancelled | handed_back (a durable entry at shutdown: another worker
     runs it) | retry_later (its workspace's installation could not be read, or a platform change
     could not be applied: handed back, to run again) | not_authorized | edited (an edit applied
-    to what the bot keeps, never answered; also an `app_mention` Slack re-sends for an edited
-    message) | deleted (a deletion applied; also a message deleted before its turn ran) |
-    duplicate | not_in_thread | ignored (not for the bot: every channel message reaches us, so
-    that one is DEBUG) | done (other event kinds)."""
+    to what the bot keeps, not answered; also an `app_mention` Slack re-sends for an edited
+    message; an edit that adds the bot's first mention is answered: `answered`) | deleted (a
+    deletion applied; also a message deleted before its turn ran) | duplicate | not_in_thread |
+    ignored (not for the bot: every channel message reaches us, so that one is DEBUG) | done
+    (other event kinds)."""
     event = body.get("event")
     emit(
         _LOG,
@@ -213,6 +214,11 @@ class SlackHandlers:
             return BoltResponse(status=200, body="")
         if change.kind == "deleted":
             self.deleted[(change.team, change.channel, change.message_ts)] = True
+        mention = (
+            first_mention_by_edit(event, bot_user_id=context.bot_user_id)
+            if change.kind == "edited"
+            else None
+        )
         event_id = str(body.get("event_id") or "")
         version = f":{change.version}" if change.version else ""
         item = InboxItem(
@@ -229,6 +235,8 @@ class SlackHandlers:
                 "ts": change.message_ts,
                 "thread": change.thread_ts,
                 "text": change.text,
+                # An edit that adds the bot's first mention: answered as that mention (once).
+                **({"mention": mention, "bot_id": context.bot_id} if mention else {}),
                 "received_at": time.time(),
             },
             dedup=(
@@ -258,7 +266,7 @@ class SlackHandlers:
     async def _queued(self, delivery: Delivery) -> str:
         data = delivery.body
         if data.get("change") in ("deleted", "edited"):
-            return await self._apply_change(data)
+            return await self._apply_change(delivery)
         event = data.get("event") or {}
         team = str(data.get("team") or "")
         bot_user_id, bot_id = data.get("bot_user_id"), data.get("bot_id")
@@ -287,9 +295,11 @@ class SlackHandlers:
             route, data, event, client, bot_user_id, bot_id, received, delivery
         )
 
-    async def _apply_change(self, data: dict[str, Any]) -> str:
+    async def _apply_change(self, delivery: Delivery) -> str:
         """A deletion or edit taken from the inbox: applied by the core; outcome `deleted` /
-        `edited`. A store that cannot be reached hands the entry back (RetryLater)."""
+        `edited`. A store that cannot be reached hands the entry back (RetryLater). An edit that
+        adds the bot's first mention is then answered as that mention (`_answer_edit`)."""
+        data = delivery.body
         kind = str(data["change"])
         team, channel = str(data.get("team") or ""), str(data.get("channel") or "")
         thread = data.get("thread")
@@ -307,7 +317,50 @@ class SlackHandlers:
             result = await self.core.message_edited(ref, text)
         if result.failed:
             raise RetryLater(f"a Slack message {kind} could not be applied now")
+        mention = data.get("mention")
+        # Nothing stored of the message: never answered. Or claimed by an earlier attempt of
+        # this entry, which may have stored the message before it died: finish that answer.
+        first = not result.found or delivery.entry.notes.get("edit_mention")
+        if kind == "edited" and isinstance(mention, dict) and first:
+            return await self._answer_edit(mention, delivery)
         return kind
+
+    async def _answer_edit(self, mention: dict[str, Any], delivery: Delivery) -> str:
+        """Answer an edit that added the bot's first mention, as if the message had been
+        written so. Decisions: only when the core keeps nothing of the message (`found` 0: it
+        was never answered; a thread follow-up the bot already answered is not answered
+        again); at most once per message (a claim in the shared cache, noted with the entry so
+        a re-run after a crash still answers); later edits of it are applied, never answered.
+        Outcome `answered` (or what `_answer` says), else `edited`."""
+        data = delivery.body
+        team = str(data.get("team") or "")
+        bot_user_id, bot_id = data.get("bot_user_id"), data.get("bot_id")
+        route = route_event(
+            mention,
+            team=team,
+            bot_user_id=bot_user_id,
+            bot_id=bot_id,
+            allow_bots=self.config.allow_bot_messages,
+        )
+        if route is None or (route.team, route.channel, route.message_ts) in self.deleted:
+            return "edited"
+        if not delivery.entry.notes.get("edit_mention"):
+            claim = f"slack:{team}:edit-mention:{route.channel}:{route.message_ts}"
+            if not await self.core.first_delivery(claim):
+                return "edited"  # answered for an earlier edit (any replica)
+            await delivery.note(edit_mention=True)
+        try:
+            client = await self.client_for(team, data.get("enterprise"))
+        except Exception as exc:
+            emit(_LOG, "slack_authorize_failed", logging.WARNING, error=type(exc).__name__)
+            raise RetryLater("no Slack installation available now") from None
+        if client is None:
+            metrics.DROPPED_MESSAGES.labels(PLATFORM, "not_authorized").inc()
+            return "not_authorized"
+        received = float(data.get("received_at") or time.time())
+        return await self._answer(
+            route, data, mention, client, bot_user_id, bot_id, received, delivery
+        )
 
     async def _edited_text(self, data: dict[str, Any], team: str) -> str:
         """The edited text as the core saw the message's own: Slack markup made readable, with

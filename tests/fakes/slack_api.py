@@ -227,6 +227,27 @@ RESPONSE_URL_USES = 5
 RESPONSE_URL_SECONDS = 30 * 60
 
 
+def app_mention_edited_event(
+    ts: str,
+    *,
+    channel: str,
+    user: str,
+    new_text: str,
+    event_ts: str,
+    thread_ts: str | None = None,
+    parent_user: str | None = None,
+    team: str = "T0TEST",
+) -> dict[str, Any]:
+    """The `app_mention` Slack also sends when a message that mentions the app (now) is
+    edited: the message as it is now, with `edited` (who, when) and its own `ts`; unlike
+    `message_changed` it does not carry the text before the edit (slack-go/slack#1256 shows
+    one; java-slack-sdk#755 / bolt-js#960 added `edited` to the type for it)."""
+    mention = _said(ts, user, new_text, thread_ts, parent_user, team)
+    mention.update(type="app_mention", channel=channel, event_ts=event_ts)
+    mention["edited"] = {"user": user, "ts": event_ts}
+    return mention
+
+
 @dataclass
 class _ResponseUrl:
     issued: float  # time.monotonic()

@@ -30,6 +30,7 @@ from adapters.slack.oauth import SlackInstallationStorage
 from bot.core import BotCore
 from tests.fakes.slack_api import (
     FakeSlack,
+    app_mention_edited_event,
     message_changed_event,
     message_deleted_event,
     thread_parent_deleted_event,
@@ -135,6 +136,7 @@ class SlackHarness:
     team: str = "T0TEST"
     sent: list[str] = field(default_factory=list)
     response_urls: list[str] = field(default_factory=list)  # of the commands posted, in order
+    mention_edit_ids: list[str] = field(default_factory=list)  # app_mention events of edits
 
     @classmethod
     async def start(
@@ -340,14 +342,31 @@ class SlackHarness:
         edited: bool = True,
     ) -> str:
         """`user` edits their message `ts` from `old_text` to `new_text`: Slack's
-        `message_changed` event. Returns its event id."""
+        `message_changed` event, and, when the new text mentions the bot outside a DM, the
+        `app_mention` with `edited` that Slack sends as well (first). Returns the id of the
+        `message_changed` event (`mention_edit_ids` keeps the other's)."""
+        stamp = new_ts()  # when the edit happened: both events say so
+        if edited and channel_type != "im" and f"<@{self.fake.bot_user_id}" in new_text:
+            await self.send_event(
+                app_mention_edited_event(
+                    ts,
+                    channel=channel,
+                    user=user,
+                    new_text=new_text,
+                    event_ts=stamp,
+                    thread_ts=thread_ts,
+                    parent_user=parent_user,
+                    team=self.team,
+                )
+            )
+            self.mention_edit_ids.append(self.sent[-1])
         event = message_changed_event(
             ts,
             channel=channel,
             user=user,
             old_text=old_text,
             new_text=new_text,
-            event_ts=new_ts(),
+            event_ts=stamp,
             thread_ts=thread_ts,
             parent_user=parent_user,
             channel_type=channel_type,
