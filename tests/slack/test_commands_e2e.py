@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from adapters.slack.commands import COMMANDS, CUT_NOTE
+from adapters.slack.commands import COMMAND_STOPPED, COMMANDS, CUT_NOTE
 from tests.fakes.mcp_server import FakeMcp
 from tests.fakes.slack_api import FakeSlack
 from tests.slack.conftest import StartHarness
@@ -208,3 +208,15 @@ async def test_command_with_bad_signature_is_rejected(
         secret="nope",
     )
     assert resp.status == 401 and echo_core.commands == []
+
+
+async def test_a_command_stopped_by_shutdown_says_so(start_harness: StartHarness) -> None:
+    core = EchoCore(command_gate=asyncio.Event())  # never set: the work outlives the grace
+    slack = await start_harness(core, shutdown_grace_seconds=0.2)
+    ack = await slack.command("/memory", "forget all")
+    assert ack.status == 200 and await ack.read() == b""
+    url = slack.response_urls[-1]
+    await asyncio.wait_for(core.commands_started.wait(), timeout=10)
+    await slack.close()  # SIGTERM's path: stop intake, let work finish within the grace
+    [answer] = slack.fake.answers_at(url)
+    assert answer["text"] == COMMAND_STOPPED and answer["response_type"] == "ephemeral"
