@@ -47,7 +47,8 @@ PLATFORM = "slack"
 APOLOGY = "Sorry, something went wrong while answering. Please try again."
 SHUTDOWN_APOLOGY = "Sorry, I was restarting and had to stop before answering. Please ask again."
 INBOX_KIND = "slack.message"
-# Message events that are a change to an earlier message: applied, never answered.
+# Message events that are a change to an earlier message: applied, not answered (except an
+# edit that adds the bot's first mention: `first_mention_by_edit`).
 CHANGE_SUBTYPES = frozenset({"message_deleted", "message_changed"})
 # Parts of an event the turn never reads, left out of the inbox entry (blocks can be large).
 _UNUSED_EVENT_FIELDS = frozenset({"blocks", "attachments", "client_msg_id", "team", "user_team"})
