@@ -93,7 +93,6 @@ class SlackConfig:
     # before they expire: longer than a turn (BOT_TURN_TIMEOUT) plus the inbox's queueing.
     token_rotation_minutes: int = 15
     token_rotation_wait_seconds: float = 2.0
-    command_inline_seconds: float = 2.0
     # HTTP intake: body cap (Slack's own payloads are far smaller), time to receive a body,
     # and time a connection may stay without a complete request head (slowloris).
     max_body_bytes: int = 2 * 1024 * 1024

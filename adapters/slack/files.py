@@ -3,8 +3,12 @@
 Only the files of the event that triggered the turn become attachments (earlier messages of a
 thread are never fetched again). The bytes come from `url_private_download` with
 `Authorization: Bearer <bot token>` (the app needs the `files:read` scope): the token is only
-ever sent to Slack's file host or to the host of `SLACK_API_URL` (proxies, tests), redirects are
-not followed with it, and the body is read in chunks up to the core's limit, never further.
+ever sent over https to Slack's file hosts (`files.slack.com`, and GovSlack's
+`files.slack-gov.com`), or to the exact origin (scheme, host and port) of `SLACK_API_URL`
+(proxies, tests: the Web API client already sends the token there, so a plain-http
+`SLACK_API_URL` an operator chose is the one http origin allowed). Any other URL, `http://slack.com/…`
+or `http://files.slack.com/…` included, is refused before a request is made. Redirects are not
+followed with the token, and the body is read in chunks up to the core's limit, never further.
 Slack answers a request it will not authorise with its HTML sign-in page and a 200: that is
 caught by its type and reported as a missing scope, not shown to the model as the file.
 """
@@ -14,14 +18,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
 from bot.messages import Attachment, AttachmentError
 
 _LOG = logging.getLogger(__name__)
-SLACK_FILE_HOSTS = frozenset({"files.slack.com", "files-edu.slack.com", "files-gov.slack.com"})
+# Slack's file hosts (GovSlack's lives under its own domain: files.slack-gov.com), https only.
+SLACK_FILE_HOSTS = frozenset({"files.slack.com", "files-edu.slack.com", "files.slack-gov.com"})
 CHUNK = 64 * 1024
 
 
@@ -29,7 +33,7 @@ class SlackFiles:
     """Makes attachments for one workspace's events; one HTTP client for all downloads."""
 
     def __init__(self, api_url: str, *, timeout: float = 30.0) -> None:
-        self._extra_host = urlsplit(api_url).netloc
+        self._api_origin = _origin(api_url)
         self._http = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout, connect=10.0), follow_redirects=False
         )
@@ -38,10 +42,14 @@ class SlackFiles:
         await self._http.aclose()
 
     def trusted(self, url: str) -> bool:
-        parts = urlsplit(url)
-        if parts.scheme == "https" and parts.hostname in SLACK_FILE_HOSTS:
+        """True when the bot token may be sent to `url` (parsed as httpx will request it)."""
+        origin = _origin(url)
+        if origin is None:
+            return False
+        scheme, host, port = origin
+        if scheme == "https" and host in SLACK_FILE_HOSTS and port == 443:
             return True
-        return bool(self._extra_host) and parts.netloc == self._extra_host
+        return origin == self._api_origin
 
     def attachments(self, event: Mapping[str, Any], token: str | None) -> tuple[Attachment, ...]:
         files = event.get("files")
@@ -63,6 +71,8 @@ class SlackFiles:
 
     async def download(self, url: str, token: str, max_bytes: int) -> tuple[bytes, str]:
         """The body (at most max_bytes) and its Content-Type."""
+        if not self.trusted(url):  # callers check first; never send the token elsewhere
+            raise AttachmentError("its download link is not on Slack's file host")
         headers = {"Authorization": f"Bearer {token}"}
         try:
             async with self._http.stream("GET", url, headers=headers) as response:
@@ -88,6 +98,19 @@ class SlackFiles:
                 "slack_file_download_failed", extra={"fields": {"error": type(exc).__name__}}
             )
             raise AttachmentError("the download from Slack failed") from None
+
+
+def _origin(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an http(s) URL as httpx parses it (the parser that will make the
+    request), or None for anything else (other schemes, credentials in the URL, no host)."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return None
+    if parsed.scheme not in ("http", "https") or not parsed.host or parsed.userinfo:
+        return None
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    return parsed.scheme, parsed.host.lower(), port
 
 
 class _SlackFetch:

@@ -1,8 +1,8 @@
 """Bolt listeners: Slack events and slash commands in, core calls out.
 
-Listeners run after Bolt has acked (events) or ack themselves within the 3-second window
-(commands). Event listeners only route and hand the turn to the task tracker; everything slow
-(de-duplication, user lookups, the turn itself) happens in that task.
+Listeners run after Bolt has acked (events) or ack themselves before any work (commands,
+`adapters/slack/commands.py`). Event listeners only route and hand the turn to the task
+tracker; everything slow (de-duplication, user lookups, the turn itself) happens in that task.
 """
 
 from __future__ import annotations
@@ -27,17 +27,17 @@ from adapters.common.loadguard import LoopGuard
 from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
 from adapters.slack.channels import ChannelDirectory
+from adapters.slack.commands import COMMANDS, SlashCommands
 from adapters.slack.config import SlackConfig
 from adapters.slack.errors import api_failed
 from adapters.slack.files import SlackFiles
-from adapters.slack.mrkdwn import markdown_to_mrkdwn, split_message
 from adapters.slack.normalize import mentioned_users, normalize_text
-from adapters.slack.routing import Route, route_change, route_event
+from adapters.slack.routing import Route, first_mention_by_edit, route_change, route_event
 from adapters.slack.sink import Capabilities, EarlierReply, ReplyTarget, SlackReplySink
 from adapters.slack.threads import ThreadTracker, find_earlier_reply
 from adapters.slack.users import UserDirectory
 from bot import metrics
-from bot.core import BotCore, CommandReply, CommandRequest
+from bot.core import BotCore
 from bot.inbox import Delivery, InboxItem, RetryLater
 from bot.keys import SessionKey
 from bot.messages import IncomingMessage, MessageRef
@@ -46,10 +46,9 @@ _LOG = logging.getLogger(__name__)
 PLATFORM = "slack"
 APOLOGY = "Sorry, something went wrong while answering. Please try again."
 SHUTDOWN_APOLOGY = "Sorry, I was restarting and had to stop before answering. Please ask again."
-COMMAND_FAILED = "Sorry, that command failed. Please try again."
-COMMANDS = ("memory", "tools")
 INBOX_KIND = "slack.message"
-# Message events that are a change to an earlier message: applied, never answered.
+# Message events that are a change to an earlier message: applied, not answered (except an
+# edit that adds the bot's first mention: `first_mention_by_edit`).
 CHANGE_SUBTYPES = frozenset({"message_deleted", "message_changed"})
 # Parts of an event the turn never reads, left out of the inbox entry (blocks can be large).
 _UNUSED_EVENT_FIELDS = frozenset({"blocks", "attachments", "client_msg_id", "team", "user_team"})
@@ -76,10 +75,11 @@ def _handled(body: dict[str, Any], outcome: str) -> None:
     answered | failed | cancelled | handed_back (a durable entry at shutdown: another worker
     runs it) | retry_later (its workspace's installation could not be read, or a platform change
     could not be applied: handed back, to run again) | not_authorized | edited (an edit applied
-    to what the bot keeps, never answered; also an `app_mention` Slack re-sends for an edited
-    message) | deleted (a deletion applied; also a message deleted before its turn ran) |
-    duplicate | not_in_thread | ignored (not for the bot: every channel message reaches us, so
-    that one is DEBUG) | done (other event kinds)."""
+    to what the bot keeps, not answered; also an `app_mention` Slack re-sends for an edited
+    message; an edit that adds the bot's first mention is answered: `answered`) | deleted (a
+    deletion applied; also a message deleted before its turn ran) | duplicate | not_in_thread |
+    ignored (not for the bot: every channel message reaches us, so that one is DEBUG) | done
+    (other event kinds)."""
     event = body.get("event")
     emit(
         _LOG,
@@ -115,6 +115,7 @@ class SlackHandlers:
         self._turns = asyncio.Semaphore(config.max_concurrent_turns)
         self.guard = LoopGuard()
         self.files = SlackFiles(config.base_url)
+        self.commands = SlashCommands(core, config, tasks, self.users)
         # Messages deleted in Slack, seen here: a turn still waiting for one is not run (the
         # deletion, queued after it in the same conversation, erases what it stored anyway).
         self.deleted: TTLCache[tuple[str, str, str], bool] = TTLCache(20_000, 3600.0)
@@ -126,8 +127,9 @@ class SlackHandlers:
         app.event("message", middleware=[self.accept])(_acked)
         app.event("assistant_thread_started")(self.on_thread_started)
         app.event("assistant_thread_context_changed")(self.on_ignored_event)
+        # Every command takes one path: acked at once, answered through its response_url.
         for name in COMMANDS:
-            app.command(f"/{name}")(self.on_command)
+            app.command(f"/{name}")(self.commands.on_command)
         # Subscribed in the manifest in both modes: acknowledged and logged even without an
         # installation store (single workspace), so Bolt never answers Slack 404.
         app.event("app_uninstalled")(self.on_app_uninstalled)
@@ -213,6 +215,11 @@ class SlackHandlers:
             return BoltResponse(status=200, body="")
         if change.kind == "deleted":
             self.deleted[(change.team, change.channel, change.message_ts)] = True
+        mention = (
+            first_mention_by_edit(event, bot_user_id=context.bot_user_id)
+            if change.kind == "edited"
+            else None
+        )
         event_id = str(body.get("event_id") or "")
         version = f":{change.version}" if change.version else ""
         item = InboxItem(
@@ -229,6 +236,8 @@ class SlackHandlers:
                 "ts": change.message_ts,
                 "thread": change.thread_ts,
                 "text": change.text,
+                # An edit that adds the bot's first mention: answered as that mention (once).
+                **({"mention": mention, "bot_id": context.bot_id} if mention else {}),
                 "received_at": time.time(),
             },
             dedup=(
@@ -258,7 +267,7 @@ class SlackHandlers:
     async def _queued(self, delivery: Delivery) -> str:
         data = delivery.body
         if data.get("change") in ("deleted", "edited"):
-            return await self._apply_change(data)
+            return await self._apply_change(delivery)
         event = data.get("event") or {}
         team = str(data.get("team") or "")
         bot_user_id, bot_id = data.get("bot_user_id"), data.get("bot_id")
@@ -287,9 +296,11 @@ class SlackHandlers:
             route, data, event, client, bot_user_id, bot_id, received, delivery
         )
 
-    async def _apply_change(self, data: dict[str, Any]) -> str:
+    async def _apply_change(self, delivery: Delivery) -> str:
         """A deletion or edit taken from the inbox: applied by the core; outcome `deleted` /
-        `edited`. A store that cannot be reached hands the entry back (RetryLater)."""
+        `edited`. A store that cannot be reached hands the entry back (RetryLater). An edit that
+        adds the bot's first mention is then answered as that mention (`_answer_edit`)."""
+        data = delivery.body
         kind = str(data["change"])
         team, channel = str(data.get("team") or ""), str(data.get("channel") or "")
         thread = data.get("thread")
@@ -307,7 +318,50 @@ class SlackHandlers:
             result = await self.core.message_edited(ref, text)
         if result.failed:
             raise RetryLater(f"a Slack message {kind} could not be applied now")
+        mention = data.get("mention")
+        # Nothing stored of the message: never answered. Or claimed by an earlier attempt of
+        # this entry, which may have stored the message before it died: finish that answer.
+        first = not result.found or delivery.entry.notes.get("edit_mention")
+        if kind == "edited" and isinstance(mention, dict) and first:
+            return await self._answer_edit(mention, delivery)
         return kind
+
+    async def _answer_edit(self, mention: dict[str, Any], delivery: Delivery) -> str:
+        """Answer an edit that added the bot's first mention, as if the message had been
+        written so. Decisions: only when the core keeps nothing of the message (`found` 0: it
+        was never answered; a thread follow-up the bot already answered is not answered
+        again); at most once per message (a claim in the shared cache, noted with the entry so
+        a re-run after a crash still answers); later edits of it are applied, never answered.
+        Outcome `answered` (or what `_answer` says), else `edited`."""
+        data = delivery.body
+        team = str(data.get("team") or "")
+        bot_user_id, bot_id = data.get("bot_user_id"), data.get("bot_id")
+        route = route_event(
+            mention,
+            team=team,
+            bot_user_id=bot_user_id,
+            bot_id=bot_id,
+            allow_bots=self.config.allow_bot_messages,
+        )
+        if route is None or (route.team, route.channel, route.message_ts) in self.deleted:
+            return "edited"
+        if not delivery.entry.notes.get("edit_mention"):
+            claim = f"slack:{team}:edit-mention:{route.channel}:{route.message_ts}"
+            if not await self.core.first_delivery(claim):
+                return "edited"  # answered for an earlier edit (any replica)
+            await delivery.note(edit_mention=True)
+        try:
+            client = await self.client_for(team, data.get("enterprise"))
+        except Exception as exc:
+            emit(_LOG, "slack_authorize_failed", logging.WARNING, error=type(exc).__name__)
+            raise RetryLater("no Slack installation available now") from None
+        if client is None:
+            metrics.DROPPED_MESSAGES.labels(PLATFORM, "not_authorized").inc()
+            return "not_authorized"
+        received = float(data.get("received_at") or time.time())
+        return await self._answer(
+            route, data, mention, client, bot_user_id, bot_id, received, delivery
+        )
 
     async def _edited_text(self, data: dict[str, Any], team: str) -> str:
         """The edited text as the core saw the message's own: Slack markup made readable, with
@@ -552,105 +606,6 @@ class SlackHandlers:
             error=type(error).__name__,
             kind=kind or body.get("type") or body.get("command"),
         )
-
-    # -- slash commands ----------------------------------------------------------------------
-
-    async def on_command(
-        self,
-        ack: Callable[..., Awaitable[Any]],
-        command: dict[str, Any],
-        body: dict[str, Any],
-        context: AsyncBoltContext,
-        client: AsyncWebClient,
-        respond: Callable[..., Awaitable[Any]],
-    ) -> None:
-        """Ack with the answer if the core is quick, else ack now and answer via response_url."""
-        name = str(command.get("command") or "").lstrip("/")
-        metrics.EVENTS.labels(PLATFORM, f"command_{name}").inc()
-        started = time.monotonic()
-        task = self.tasks.spawn(
-            self._command(name, command, body, context, client), name=f"slack-command-{name}"
-        )
-        done, _ = await asyncio.wait({task}, timeout=self.config.command_inline_seconds)
-        if done and task.exception() is None and len(task.result()) <= self.config.message_limit:
-            text = task.result()
-            await ack(text=text, response_type="ephemeral")
-            emit(
-                _LOG,
-                "slack_command_answered",
-                command=name,
-                inline=True,
-                ms=round((time.monotonic() - started) * 1000, 1),
-            )
-            return
-        await ack()
-        try:
-            text = await task
-        except Exception:
-            text = COMMAND_FAILED
-        await self._respond_later(respond, client, command, text)
-        emit(
-            _LOG,
-            "slack_command_answered",
-            command=name,
-            inline=False,
-            ms=round((time.monotonic() - started) * 1000, 1),
-        )
-
-    async def _command(
-        self,
-        name: str,
-        command: dict[str, Any],
-        body: dict[str, Any],
-        context: AsyncBoltContext,
-        client: AsyncWebClient,
-    ) -> str:
-        team = _team(context, body)
-        user = str(command.get("user_id") or context.user_id or "")
-        is_admin = False
-        if name == "tools":
-            person = await self.users.get(client, team, user, fresh=True)
-            is_admin = bool(person and person.is_platform_admin)
-        request = CommandRequest(
-            platform=PLATFORM,
-            team=team,
-            channel=str(command.get("channel_id") or ""),
-            user=user,
-            command=name,
-            text=str(command.get("text") or "").strip(),
-            is_platform_admin=is_admin,
-        )
-        try:
-            reply: CommandReply = await self.core.handle_command(request)
-        except Exception as exc:
-            metrics.ERRORS.labels(PLATFORM, "command_failed").inc()
-            emit(
-                _LOG, "slack_command_failed", logging.ERROR, command=name, error=type(exc).__name__
-            )
-            return COMMAND_FAILED
-        return markdown_to_mrkdwn(reply.text) or "Done."
-
-    async def _respond_later(
-        self,
-        respond: Callable[..., Awaitable[Any]],
-        client: AsyncWebClient,
-        command: dict[str, Any],
-        text: str,
-    ) -> None:
-        parts = split_message(text, self.config.message_limit)
-        for part in parts:
-            try:
-                if command.get("response_url"):
-                    await respond(text=part, response_type="ephemeral")
-                else:
-                    await client.chat_postEphemeral(
-                        channel=str(command.get("channel_id")),
-                        user=str(command.get("user_id")),
-                        text=part,
-                    )
-            except Exception as exc:
-                api_failed(_LOG, "response_url", exc)
-                return
 
 
 def _sent_at(ts: str | None) -> datetime | None:

@@ -208,3 +208,47 @@ def route_change(
     else:
         session_thread = thread or ts
     return Change(kind, team, channel, ts, thread, session_thread, text, version)
+
+
+# Fields of an edited message that the turn reads, kept in the mention made of it.
+_MENTION_FIELDS = (
+    "user",
+    "bot_id",
+    "subtype",
+    "text",
+    "ts",
+    "thread_ts",
+    "parent_user_id",
+    "files",
+    "edited",
+)
+
+
+def first_mention_by_edit(
+    event: Mapping[str, Any], *, bot_user_id: str | None
+) -> dict[str, Any] | None:
+    """For a `message_changed` edit that adds the bot's first mention (the text before the edit
+    did not mention it, the text after does), the `app_mention` the message would have been
+    had it been written that way; else None.
+
+    Slack also sends an `app_mention` carrying `edited` for every edit of a message that
+    mentions the bot, but without the text before the edit, so it cannot tell a first mention
+    from a typo fix: those are dropped, and this event (which has `previous_message`) decides.
+    DMs are left out: every DM was answered when it was sent. Whether the message was already
+    answered for another reason (a thread follow-up the bot answered without a mention) is the
+    core's to say when the edit is applied (the handler answers only when nothing of the
+    message is stored), and a message is answered so at most once (a claim per message)."""
+    if not bot_user_id or event.get("subtype") != "message_changed" or is_dm_event(event):
+        return None
+    before, after = event.get("previous_message"), event.get("message")
+    if not isinstance(before, Mapping) or not isinstance(after, Mapping):
+        return None
+    old, new = before.get("text"), after.get("text")
+    if not isinstance(old, str) or not isinstance(new, str) or mentions(old, bot_user_id):
+        return None
+    if not mentions(new, bot_user_id):
+        return None
+    mention: dict[str, Any] = {"type": "app_mention", "channel": event.get("channel")}
+    mention.update({k: after[k] for k in _MENTION_FIELDS if k in after})
+    mention["text"] = new[:MAX_EDIT_CHARS]
+    return mention

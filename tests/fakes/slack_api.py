@@ -223,6 +223,37 @@ def message_changed_event(
     }
 
 
+RESPONSE_URL_USES = 5
+RESPONSE_URL_SECONDS = 30 * 60
+
+
+def app_mention_edited_event(
+    ts: str,
+    *,
+    channel: str,
+    user: str,
+    new_text: str,
+    event_ts: str,
+    thread_ts: str | None = None,
+    parent_user: str | None = None,
+    team: str = "T0TEST",
+) -> dict[str, Any]:
+    """The `app_mention` Slack also sends when a message that mentions the app (now) is
+    edited: the message as it is now, with `edited` (who, when) and its own `ts`; unlike
+    `message_changed` it does not carry the text before the edit (slack-go/slack#1256 shows
+    one; java-slack-sdk#755 / bolt-js#960 added `edited` to the type for it)."""
+    mention = _said(ts, user, new_text, thread_ts, parent_user, team)
+    mention.update(type="app_mention", channel=channel, event_ts=event_ts)
+    mention["edited"] = {"user": user, "ts": event_ts}
+    return mention
+
+
+@dataclass
+class _ResponseUrl:
+    issued: float  # time.monotonic()
+    uses: int = 0
+
+
 @dataclass
 class _Failure:
     status: int
@@ -243,7 +274,8 @@ class FakeSlack:
     latency: float = 0.0
     calls: list[Call] = field(default_factory=list)
     messages: dict[str, Message] = field(default_factory=dict)
-    responses: list[dict[str, Any]] = field(default_factory=list)
+    responses: list[dict[str, Any]] = field(default_factory=list)  # accepted response_url posts
+    refused_responses: list[dict[str, Any]] = field(default_factory=list)  # {"_url", "error"}
     uploads: dict[str, bytes] = field(default_factory=dict)
     users: dict[str, dict[str, Any]] = field(default_factory=dict)
     private_channels: set[str] = field(default_factory=set)
@@ -267,6 +299,7 @@ class FakeSlack:
             self.bot_token, Identity(self.team_id, self.bot_user_id, self.bot_id)
         )
         self._failures: dict[str, list[_Failure]] = {}
+        self._response_urls: dict[str, _ResponseUrl] = {}
         self._limits: dict[str, int] = {}  # method -> calls per 60 s per workspace
         self._windows: dict[tuple[str, str], deque[float]] = {}
         self._rotations = itertools.count(1)
@@ -411,7 +444,20 @@ class FakeSlack:
         return f"{self.base_url}/api/"
 
     def response_url(self) -> str:
-        return f"{self.base_url}/response/{uuid.uuid4().hex[:8]}"
+        """A new slash command's `response_url`, as Slack hands one out in the payload: it
+        takes at most `RESPONSE_URL_USES` posts within `RESPONSE_URL_SECONDS` of being issued
+        (docs.slack.dev, "Slash commands": "up to 5 times within 30 minutes")."""
+        rid = uuid.uuid4().hex[:12]
+        self._response_urls[rid] = _ResponseUrl(issued=time.monotonic())
+        return f"{self.base_url}/response/{rid}"
+
+    def age_response_url(self, url: str, seconds: float) -> None:
+        """Make a response_url `seconds` older than it is (to reach its 30-minute expiry)."""
+        self._response_urls[url.rsplit("/", 1)[-1]].issued -= seconds
+
+    def answers_at(self, url: str) -> list[dict[str, Any]]:
+        """The posts a response_url accepted, in order."""
+        return [r for r in self.responses if r.get("_url") == url]
 
     def add_file(
         self, name: str, data: bytes, mimetype: str, *, filetype: str | None = None
@@ -632,8 +678,33 @@ class FakeSlack:
         return web.Response(text="OK - 1")
 
     async def _response_url(self, request: web.Request) -> web.Response:
-        payload = await request.json()
-        payload["_url"] = str(request.url)
+        """A post to a slash command's response_url: like Slack, "ok" for a message with text
+        (or blocks); refused once the URL was used 5 times or is 30 minutes old, or when it was
+        never handed out."""
+        entry = self._response_urls.get(request.match_info["rid"])
+        url = str(request.url)
+        try:
+            payload = json.loads(await request.read())
+        except ValueError:
+            payload = None
+        refusal: tuple[int, str] | None = None
+        if entry is None:
+            refusal = (404, "no_service")
+        elif time.monotonic() - entry.issued > RESPONSE_URL_SECONDS:
+            refusal = (404, "expired_url")
+        elif entry.uses >= RESPONSE_URL_USES:
+            refusal = (404, "used_url")
+        elif not isinstance(payload, dict):
+            refusal = (400, "invalid_payload")
+        elif not payload.get("text") and not payload.get("blocks"):
+            refusal = (400, "no_text")
+        if refusal is not None:
+            self.refused_responses.append({"_url": url, "error": refusal[1]})
+            self._touch()
+            return web.Response(status=refusal[0], text=refusal[1])
+        assert entry is not None and isinstance(payload, dict)
+        entry.uses += 1
+        payload["_url"] = url
         self.responses.append(payload)
         self._touch()
         return web.Response(text="ok")

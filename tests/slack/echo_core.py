@@ -32,6 +32,8 @@ class EchoCore(ServesInbox):
     changes: list[tuple[str, MessageRef, str | None]] = field(default_factory=list)
     health_status: dict[str, bool] = field(default_factory=lambda: {"store": True, "cache": True})
     command_delay: float = 0.0
+    command_gate: asyncio.Event | None = None  # commands wait for it (then answer)
+    commands_started: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
     # No durable inbox: items run in this process at once (de-duplicated through `seen`).
     worker: InboxWorker = field(init=False)
@@ -60,6 +62,9 @@ class EchoCore(ServesInbox):
 
     async def handle_command(self, request: CommandRequest) -> CommandReply:
         self.commands.append(request)
+        self.commands_started.set()
+        if self.command_gate is not None:
+            await self.command_gate.wait()
         if self.command_delay:
             await asyncio.sleep(self.command_delay)
         words = request.text.split()

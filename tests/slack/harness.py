@@ -30,6 +30,7 @@ from adapters.slack.oauth import SlackInstallationStorage
 from bot.core import BotCore
 from tests.fakes.slack_api import (
     FakeSlack,
+    app_mention_edited_event,
     message_changed_event,
     message_deleted_event,
     thread_parent_deleted_event,
@@ -62,6 +63,7 @@ class HandledLog(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.lines: list[tuple[str | None, str]] = []  # (event id, outcome)
+        self.commands: int = 0  # `slack_command_answered` lines: a command's work is over
         self._users = 0
         self._level = logging.NOTSET
 
@@ -69,6 +71,8 @@ class HandledLog(logging.Handler):
         if record.msg == "slack_event_handled":
             fields = getattr(record, "fields", {})
             self.lines.append((fields.get("event_id"), str(fields.get("outcome"))))
+        elif record.msg == "slack_command_answered":
+            self.commands += 1
 
     def attach(self) -> None:
         if self._users == 0:
@@ -87,6 +91,7 @@ class HandledLog(logging.Handler):
             logger.removeHandler(self)
             logger.setLevel(self._level)
             self.lines.clear()
+            self.commands = 0
 
     def outcomes(self, event_ids: Collection[str]) -> list[str]:
         """Outcomes logged so far for these event ids (one per delivery handled)."""
@@ -130,6 +135,8 @@ class SlackHarness:
     http: ClientSession
     team: str = "T0TEST"
     sent: list[str] = field(default_factory=list)
+    response_urls: list[str] = field(default_factory=list)  # of the commands posted, in order
+    mention_edit_ids: list[str] = field(default_factory=list)  # app_mention events of edits
 
     @classmethod
     async def start(
@@ -335,14 +342,31 @@ class SlackHarness:
         edited: bool = True,
     ) -> str:
         """`user` edits their message `ts` from `old_text` to `new_text`: Slack's
-        `message_changed` event. Returns its event id."""
+        `message_changed` event, and, when the new text mentions the bot outside a DM, the
+        `app_mention` with `edited` that Slack sends as well (first). Returns the id of the
+        `message_changed` event (`mention_edit_ids` keeps the other's)."""
+        stamp = new_ts()  # when the edit happened: both events say so
+        if edited and channel_type != "im" and f"<@{self.fake.bot_user_id}" in new_text:
+            await self.send_event(
+                app_mention_edited_event(
+                    ts,
+                    channel=channel,
+                    user=user,
+                    new_text=new_text,
+                    event_ts=stamp,
+                    thread_ts=thread_ts,
+                    parent_user=parent_user,
+                    team=self.team,
+                )
+            )
+            self.mention_edit_ids.append(self.sent[-1])
         event = message_changed_event(
             ts,
             channel=channel,
             user=user,
             old_text=old_text,
             new_text=new_text,
-            event_ts=new_ts(),
+            event_ts=stamp,
             thread_ts=thread_ts,
             parent_user=parent_user,
             channel_type=channel_type,
@@ -361,6 +385,10 @@ class SlackHarness:
         channel: str = "C1",
         team: str | None = None,
     ) -> ClientResponse:
+        """Post a slash command as Slack does, with a fresh `response_url` (kept in
+        `response_urls`); returns the ack."""
+        url = self.fake.response_url()
+        self.response_urls.append(url)
         form = {
             "token": "legacy",
             "team_id": team or self.team,
@@ -372,12 +400,31 @@ class SlackHarness:
             "command": command,
             "text": text,
             "api_app_id": "A0TEST",
-            "response_url": self.fake.response_url(),
+            "response_url": url,
             "trigger_id": "1.2.3",
         }
         return await self.post_raw(
             urlencode(form), content_type="application/x-www-form-urlencoded"
         )
+
+    async def ask(
+        self,
+        command: str,
+        text: str = "",
+        *,
+        user: str = "U1",
+        channel: str = "C1",
+        team: str | None = None,
+        timeout: float = 10.0,
+    ) -> dict[str, Any]:
+        """A slash command whose ack must be an empty 200 (Slack shows nothing for it); returns
+        the first answer posted to its response_url."""
+        resp = await self.command(command, text, user=user, channel=channel, team=team)
+        assert resp.status == 200, resp.status
+        assert await resp.read() == b"", "the ack carries no answer: it comes via response_url"
+        url = self.response_urls[-1]
+        await self.fake.wait_for(lambda: bool(self.fake.answers_at(url)), timeout)
+        return self.fake.answers_at(url)[0]
 
     async def wait_handled(self, count: int | None = None, *, timeout: float = 5.0) -> list[str]:
         """Until the adapter is done with `count` deliveries of the events this harness sent
@@ -385,6 +432,15 @@ class SlackHarness:
         ended. Deliveries of an event id another harness also sent count here too."""
         wanted = len(self.sent) if count is None else count
         return await HANDLED.wait(set(self.sent), wanted, timeout=timeout)
+
+    async def wait_commands_answered(self, count: int = 1, *, timeout: float = 10.0) -> None:
+        """Until `count` slash commands (of any harness in this process) were done with: their
+        answer posted, or refused by Slack."""
+        deadline = time.monotonic() + timeout
+        while HANDLED.commands < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{HANDLED.commands} of {count} commands answered")
+            await asyncio.sleep(0.01)
 
     async def wait_done(self, message_ts: str, *, timeout: float = 5.0) -> None:
         """Until the bot cleared its working reaction on that message (the turn has finished)."""

@@ -32,11 +32,11 @@ async def test_admin_installs_mcp_pack_and_the_model_calls_it(
     slack_real: SlackHarness, fake_openai: FakeOpenAI, mcp: FakeMcp
 ) -> None:
     install = f"install mcp name=tix url={mcp.url} token={TOKEN}"
-    refused = await (await slack_real.command("/tools", install, user="U1")).json()
+    refused = await slack_real.ask("/tools", install, user="U1")
     assert refused["response_type"] == "ephemeral"
     assert refused["text"].startswith("Sorry, only workspace admins")
     assert mcp.headers == []  # a refused install never reaches the server
-    done = await (await slack_real.command("/tools", install, user="UADMIN")).json()
+    done = await slack_real.ask("/tools", install, user="UADMIN")
     assert done["response_type"] == "ephemeral" and "as `tix`" in done["text"], done
     assert TOKEN not in done["text"]
 
@@ -58,7 +58,7 @@ async def test_admin_installs_mcp_pack_and_the_model_calls_it(
     other = await slack_real.mention("hello", team="T0OTHER", channel="C9")
     await slack_real.wait_done(other, timeout=20)
     assert not any(n.startswith("tix_") for n in _offered(fake_openai.requests[-1]))
-    listed = await (await slack_real.command("/tools", "", user="U1", team="T0OTHER")).json()
+    listed = await slack_real.ask("/tools", "", user="U1", team="T0OTHER")
     assert "tix" not in listed["text"]
     assert TOKEN not in json.dumps(fake_openai.requests)
     assert TOKEN not in repr(slack_real.fake.calls)  # nor in anything posted to Slack

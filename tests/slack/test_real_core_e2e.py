@@ -49,20 +49,20 @@ async def test_concurrent_channels_each_answered_once(slack_real: SlackHarness) 
 async def test_remember_then_memory_commands(slack_real: SlackHarness) -> None:
     ts = await slack_real.dm("please remember that I like green tea", user="U1")
     await slack_real.wait_done(ts, timeout=10)
-    shown = await (await slack_real.command("/memory", "show", user="U1")).json()
+    shown = await slack_real.ask("/memory", "show", user="U1")
     assert shown["response_type"] == "ephemeral" and "I like green tea" in shown["text"]
-    other = await (await slack_real.command("/memory", "", user="U2")).json()
+    other = await slack_real.ask("/memory", "", user="U2")
     assert "green tea" not in other["text"]  # one person's facts never shown to another
-    erased = await (await slack_real.command("/memory", "forget all", user="U1")).json()
+    erased = await slack_real.ask("/memory", "forget all", user="U1")
     assert erased["response_type"] == "ephemeral"
-    again = await (await slack_real.command("/memory", "show", user="U1")).json()
+    again = await slack_real.ask("/memory", "show", user="U1")
     assert "green tea" not in again["text"]
 
 
 async def test_tools_install_needs_a_workspace_admin(slack_real: SlackHarness) -> None:
-    refused = await (await slack_real.command("/tools", "install weather", user="U1")).json()
-    allowed = await (await slack_real.command("/tools", "install weather", user="UADMIN")).json()
-    listed = await (await slack_real.command("/tools", "", user="U1")).json()
+    refused = await slack_real.ask("/tools", "install weather", user="U1")
+    allowed = await slack_real.ask("/tools", "install weather", user="UADMIN")
+    listed = await slack_real.ask("/tools", "", user="U1")
     assert refused["text"].startswith("Sorry, only workspace admins")
     assert not allowed["text"].startswith("Sorry") and "weather" in listed["text"]
     assert all(r["response_type"] == "ephemeral" for r in (refused, allowed, listed))

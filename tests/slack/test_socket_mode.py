@@ -65,7 +65,8 @@ async def test_socket_mode_envelopes_are_acked_and_answered(fake_slack: FakeSlac
         assert sorted(await HANDLED.wait({"EvS1"}, 2)) == ["answered", "duplicate"]
         assert len(core.messages) == 1
 
-        # slash commands arrive as envelopes too; the answer rides on the ack payload
+        # slash commands arrive as envelopes too: acked at once (empty), answered through
+        # the response_url
         command = {
             "command": "/memory",
             "text": "show",
@@ -79,7 +80,11 @@ async def test_socket_mode_envelopes_are_acked_and_answered(fake_slack: FakeSlac
             lambda: any(a.get("envelope_id") == cmd for a in fake_slack.socket_acks)
         )
         [ack] = [a for a in fake_slack.socket_acks if a.get("envelope_id") == cmd]
-        assert ack["payload"]["text"] == "*/memory* show"
+        assert not ack.get("payload")
+        url = command["response_url"]
+        await fake_slack.wait_for(lambda: bool(fake_slack.answers_at(url)))
+        [answer] = fake_slack.answers_at(url)
+        assert answer["text"] == "*/memory* show" and answer["response_type"] == "ephemeral"
 
         # health and metrics are still served over HTTP; events are not
         async with aiohttp.ClientSession() as http:

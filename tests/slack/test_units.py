@@ -332,8 +332,8 @@ def test_manifest_matches_what_the_adapter_needs() -> None:
     import re
     from pathlib import Path
 
+    from adapters.slack.commands import COMMANDS
     from adapters.slack.config import DEFAULT_SCOPES
-    from adapters.slack.handlers import COMMANDS
 
     text = (Path(__file__).resolve().parents[2] / "manifest.yaml").read_text()
 
