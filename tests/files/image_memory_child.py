@@ -10,12 +10,15 @@ import json
 import resource
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from bot.app import build_app
 from bot.config import Settings
+from bot.files.images import DECODE_BUDGET
 from tests.fakes.openai_server import FakeOpenAI
 from tests.helpers import CollectingSink, message
 from tests.support.files import attachment
@@ -25,6 +28,19 @@ PEOPLE = 6
 
 def _peak_kb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _decoding() -> bool:
+    return DECODE_BUDGET.used > 0
+
+
+async def _until(condition: Callable[[], object]) -> None:
+    """Poll a state another task changes (the decode budget has no event of its own)."""
+    for _ in range(6000):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise TimeoutError("the image turns never started decoding")
 
 
 def _seen(request: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +68,7 @@ async def main(png: bytes, data_dir: str) -> dict[str, Any]:
             await app.handle_message(message("warm up"), CollectingSink())
             base = _peak_kb()
             sinks = [CollectingSink() for _ in range(PEOPLE)]
-            await asyncio.gather(
+            attack = asyncio.gather(
                 *(
                     app.handle_message(
                         replace(
@@ -64,12 +80,22 @@ async def main(png: bytes, data_dir: str) -> dict[str, Any]:
                     for i, sink in enumerate(sinks)
                 )
             )
+            # Someone else asks a plain question while the six images are being opened.
+            await _until(lambda: fake.requests[1:] or any(s.final for s in sinks) or _decoding())
+            normal = CollectingSink()
+            started = time.monotonic()
+            await app.handle_message(message("hello?", user="U9", channel="C9"), normal)
+            normal_seconds = time.monotonic() - started
+            images_left = sum(1 for s in sinks if s.final is None)
+            await attack
             peak = _peak_kb()
             return {
                 "base_kb": base,
                 "peak_kb": peak,
                 "replies": [{"final": s.final, "error": s.error} for s in sinks],
-                "seen": [_seen(r) for r in fake.requests[1:]],
+                "seen": [_seen(r) for r in fake.requests[1:] if "hello?" not in json.dumps(r)],
+                "normal": {"final": normal.final, "seconds": normal_seconds},
+                "images_left_when_answered": images_left,
             }
         finally:
             await app.close()
