@@ -147,30 +147,14 @@ def _check_pixels(width: int, height: int) -> None:
         raise ImageUnreadable(f"{width}x{height} pixels is too large to open")
 
 
-def _open(data: bytes) -> Image.Image:
-    webp = _webp_size(data)
-    if webp is not None:
-        _check_pixels(*webp)
-    return Image.open(io.BytesIO(data), formats=FORMATS)
-
-
-def _plan(img: Image.Image, max_side: int) -> ImagePlan:
-    """Check `img` (opened, not loaded), set its reduced-scale decode, estimate the cost;
-    refuse it when that alone is over the budget."""
-    width, height = img.size
-    _check_pixels(width, height)
-    img.seek(0)
+def _estimate(
+    width: int, height: int, dw: int, dh: int, pixel_bytes: int, extra: int, max_side: int
+) -> ImagePlan:
+    """The plan for a `width`x`height` image decoded at `dw`x`dh`, `pixel_bytes` each (plus
+    `extra` bytes the decoder keeps); `ImageUnreadable` when it is over the budget alone."""
     target = _fit(width, height, max_side)
-    extra = 0
-    if img.format == "JPEG":
-        if img.info.get("progressive") or img.info.get("progression"):
-            # libjpeg keeps every DCT coefficient of a progressive file: 2 bytes per pixel and
-            # component at full size, whatever the scale it decodes at.
-            extra = int(width * height * 2 * _coefficient_planes(img))
-        img.draft("RGB", target)  # libjpeg decodes at 1/2, 1/4 or 1/8 scale, at least target
-    dw, dh = img.size
     factor = max(1, min(dw // target[0], dh // target[1]))
-    decoded = dw * dh * (_pixel_bytes(img.mode) + _DECODER_EXTRA.get(img.format or "", 0))
+    decoded = dw * dh * pixel_bytes
     reduced = math.ceil(dw / factor) * math.ceil(dh / factor) * 4
     # The reduced image, thumbnail's premultiplied copy of it and its result.
     cost = decoded + extra + 3 * reduced + FIXED_OVERHEAD
@@ -184,11 +168,48 @@ def _plan(img: Image.Image, max_side: int) -> ImagePlan:
     return ImagePlan(width, height, dw, dh, factor, cost)
 
 
+def _webp_plan(data: bytes, max_side: int) -> ImagePlan | None:
+    """A WebP's plan from its first chunk alone: Pillow's decoder allocates the whole canvas
+    when the file is opened, so that must be within the limits before it is."""
+    size = _webp_size(data)
+    if size is None:
+        return None
+    _check_pixels(*size)
+    return _estimate(*size, *size, 4 + _DECODER_EXTRA["WEBP"], 0, max_side)
+
+
+def _open(data: bytes, max_side: int) -> Image.Image:
+    _webp_plan(data, max_side)
+    return Image.open(io.BytesIO(data), formats=FORMATS)
+
+
+def _plan(img: Image.Image, max_side: int) -> ImagePlan:
+    """Check `img` (opened, not loaded), set its reduced-scale decode, estimate the cost;
+    refuse it when that alone is over the budget."""
+    width, height = img.size
+    _check_pixels(width, height)
+    img.seek(0)
+    extra = 0
+    if img.format == "JPEG":
+        if img.info.get("progressive") or img.info.get("progression"):
+            # libjpeg keeps every DCT coefficient of a progressive file: 2 bytes per pixel and
+            # component at full size, whatever the scale it decodes at.
+            extra = int(width * height * 2 * _coefficient_planes(img))
+        # libjpeg decodes at 1/2, 1/4 or 1/8 scale, never below the size sent.
+        img.draft("RGB", _fit(width, height, max_side))
+    dw, dh = img.size
+    pixel_bytes = _pixel_bytes(img.mode) + _DECODER_EXTRA.get(img.format or "", 0)
+    return _estimate(width, height, dw, dh, pixel_bytes, extra, max_side)
+
+
 def plan_image(data: bytes, *, max_side: int = MAX_SIDE) -> ImagePlan:
     """The decode plan from the header alone; `ImageUnreadable` for what will not be opened
     (over the pixel limit, or over the memory budget on its own). Nothing is decoded."""
     try:
-        with _open(data) as img:
+        webp = _webp_plan(data, max_side)
+        if webp is not None:
+            return webp  # not opened: that alone would allocate its canvas
+        with _open(data, max_side) as img:
             return _plan(img, max_side)
     except ImageUnreadable:
         raise
@@ -218,7 +239,7 @@ def prepare_image(data: bytes, *, max_side: int = MAX_SIDE) -> PreparedImage:
     """Decode (within the plan's cost), shrink, re-encode. Call it off the event loop; use
     `prepare_image_bounded` where several may run at once."""
     try:
-        with _open(data) as img:
+        with _open(data, max_side) as img:
             plan = _plan(img, max_side)
             img.load()
             orientation = img.getexif().get(ExifTags.Base.Orientation)
