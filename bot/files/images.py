@@ -278,6 +278,11 @@ async def prepare_image_bounded(
     for its cost, then the decode. The reservation is held until the decode's thread is done,
     even when the turn is cancelled meanwhile (the memory is in use until then)."""
     plan = await asyncio.to_thread(plan_image, data, max_side=max_side)
+    if plan.cost > budget.capacity:
+        raise ImageUnreadable(
+            f"at {plan.width}x{plan.height} pixels it would take more memory to open than I "
+            "use for images"
+        )
     try:
         await budget.acquire(plan.cost, wait)
     except TimeoutError:
@@ -285,7 +290,13 @@ async def prepare_image_bounded(
             "I am busy opening other large images right now; please send it again in a minute"
         ) from None
     loop = asyncio.get_running_loop()
-    work = loop.run_in_executor(_DECODER, functools.partial(prepare_image, data, max_side=max_side))
+    try:
+        work = loop.run_in_executor(
+            _DECODER, functools.partial(prepare_image, data, max_side=max_side)
+        )
+    except BaseException:  # the executor is shut down (interpreter exit): nothing will run
+        budget.release(plan.cost)
+        raise
 
     def done(task: asyncio.Future[PreparedImage]) -> None:
         budget.release(plan.cost)

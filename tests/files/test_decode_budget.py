@@ -11,11 +11,17 @@ import pytest
 from PIL import Image
 
 from bot.files.decode_budget import DecodeBudget
-from bot.files.images import DECODE_BUDGET_BYTES, ImageUnreadable, plan_image, prepare_image
+from bot.files.images import (
+    DECODE_BUDGET_BYTES,
+    ImageUnreadable,
+    plan_image,
+    prepare_image,
+    prepare_image_bounded,
+)
 from bot.files.intake import FileLimits
 from bot.files.prepare import prepare_files
 from bot.tokens import TokenCounter
-from tests.support.files import attachment, make_large_png
+from tests.support.files import attachment, make_large_png, make_png
 
 
 async def _until(condition: object) -> None:
@@ -107,3 +113,33 @@ def test_tiled_reduction_matches_pillows_whole_image_reduce(mode: str) -> None:
     target = "RGBA" if mode == "RGBA" else "RGB"
     expected = img.convert(target).reduce(3)  # Pillow on the whole image: the oracle
     assert _reduced(img, 3, target).tobytes() == expected.tobytes()
+
+
+async def test_a_full_budget_gives_a_busy_note_and_one_too_small_a_refusal() -> None:
+    png = make_png(400, 300)
+    busy = DecodeBudget(64 * 2**20)
+    await busy.acquire(busy.capacity, timeout=1)  # other images hold it all
+    with pytest.raises(ImageUnreadable) as waited:
+        await prepare_image_bounded(png, budget=busy, wait=0.05)
+    assert "busy opening other large images" in str(waited.value)
+    assert busy.used == busy.capacity and busy.waiting == 0
+    with pytest.raises(ImageUnreadable) as refused:
+        await prepare_image_bounded(png, budget=DecodeBudget(2**20))
+    assert "more memory to open than I use for images" in str(refused.value)
+
+
+async def test_a_cancelled_turn_keeps_its_reservation_until_the_decode_is_done() -> None:
+    budget = DecodeBudget(DECODE_BUDGET_BYTES)
+    big = make_large_png(6320, 6320)
+    cost = plan_image(big).cost
+    turn = asyncio.create_task(prepare_image_bounded(big, budget=budget))
+    await _until(lambda: budget.used > 0)
+    turn.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    assert budget.used == cost  # the decode thread still holds that memory
+    for _ in range(600):  # then it finishes and hands the reservation back
+        if budget.used == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert budget.used == 0
