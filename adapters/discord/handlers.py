@@ -36,6 +36,7 @@ from cachetools import TTLCache
 from adapters.common.loadguard import LoopGuard
 from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
+from adapters.discord.attachments import DiscordFiles
 from adapters.discord.config import DiscordConfig
 from adapters.discord.normalize import mentions_bot, readable_text, thread_name
 from adapters.discord.sink import DiscordReplySink
@@ -43,7 +44,7 @@ from bot import metrics
 from bot.core import BotCore
 from bot.inbox import Delivery, InboxItem, RetryLater
 from bot.keys import SessionKey
-from bot.messages import Attachment, AttachmentError, IncomingMessage, MessageRef
+from bot.messages import IncomingMessage, MessageRef
 
 _LOG = logging.getLogger(__name__)
 PLATFORM = "discord"
@@ -108,6 +109,7 @@ class DiscordHandlers:
         self.config = config
         self.tasks = tasks
         self.client = client  # fetches a message again when another process accepted it
+        self.files = DiscordFiles(config.api_url)  # attachments: Discord's CDN only, capped
         self.guard = LoopGuard()
         # Messages accepted here, kept for the inbox worker: with one process it runs them here;
         # with several on one Redis, whichever worker reads first does (the others refetch).
@@ -428,7 +430,7 @@ class DiscordHandlers:
             is_private=route.kind != "dm" and is_private_place(message.channel),
             thread_is_place=isinstance(message.channel, discord.Thread)
             and message.channel.type == discord.ChannelType.private_thread,
-            attachments=tuple(_attachment(a) for a in message.attachments),
+            attachments=tuple(self.files.attachment(a) for a in message.attachments),
         )
         sink = DiscordReplySink(
             target=target,
@@ -486,29 +488,3 @@ class DiscordHandlers:
         except discord.HTTPException as exc:
             emit(_LOG, "discord_thread_failed", logging.WARNING, status=exc.status, code=exc.code)
             return None
-
-
-def _attachment(item: discord.Attachment) -> Attachment:
-    """A shared file for the core: fetched only if the turn needs it, and only when the size
-    Discord reports is within the core's limit (Discord's CDN serves exactly that many bytes;
-    a longer body is refused too)."""
-
-    async def fetch(max_bytes: int) -> bytes:
-        limit = max_bytes
-        if item.size > limit:
-            raise AttachmentError(f"{item.filename} is too large ({item.size} bytes)")
-        try:
-            data = await item.read()
-        except discord.HTTPException as exc:
-            raise AttachmentError(f"{item.filename} could not be downloaded") from exc
-        if len(data) > limit:
-            raise AttachmentError(f"{item.filename} is too large")
-        return data
-
-    return Attachment(
-        name=item.filename,
-        mime_type=item.content_type or "application/octet-stream",
-        size=item.size,
-        fetch=fetch,
-        id=str(item.id),
-    )

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.files.image_cost import image_tokens
-from bot.files.images import ImageUnreadable, PreparedImage, prepare_image
+from bot.files.images import ImageUnreadable, PreparedImage, prepare_image_bounded
 from bot.files.intake import FileLimits, download, safe_name
 from bot.files.sniff import decode_text, sniff
 from bot.files.text import human_size, inline_text
@@ -122,7 +122,7 @@ async def prepare_files(
             texts.append((i, name, text, len(data), kind.mime_type))
         elif kind.kind == "image" and vision:
             try:
-                prepared = await asyncio.to_thread(prepare_image, data)
+                prepared = await prepare_image_bounded(data)
             except ImageUnreadable as exc:
                 notes[i] = _note(name, kind.label, len(data), f"not read: {exc}")
                 continue

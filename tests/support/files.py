@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import random
+import struct
+import zlib
 from dataclasses import dataclass, field
 
 from PIL import Image, ImageDraw
@@ -47,6 +49,21 @@ def make_png(width: int, height: int, *, alpha: bool = False) -> bytes:
     out = io.BytesIO()
     img.save(out, format="PNG")
     return out.getvalue()
+
+
+def make_large_png(width: int, height: int) -> bytes:
+    """A small file of a huge opaque-grey RGBA image (a 6320x6320 one is about 160 KB),
+    written row by row with zlib: making it never holds the decoded image."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = struct.pack(">I", zlib.crc32(kind + body))
+        return struct.pack(">I", len(body)) + kind + body + crc
+
+    row = b"\x00" + bytes((200, 200, 200, 255)) * width  # filter type 0, then the pixels
+    packer = zlib.compressobj(9)
+    idat = b"".join(packer.compress(row) for _ in range(height)) + packer.flush()
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)  # 8-bit RGBA
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
 
 
 def make_pdf() -> bytes:
