@@ -168,3 +168,29 @@ async def test_a_partial_update_adding_the_first_mention_is_answered_once(
     await ask(h, channel, bob, "hello")  # the positive signal: later in the same place
     assert await answered(h, channel, 2) == ["ok: anyone know the wifi password?", "ok: hello"]
     assert len(fake_discord.calls_to("POST", rf"/channels/{channel}/messages$")) == 2
+
+
+async def test_a_forward_far_larger_than_discord_allows_is_bounded(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    """200 files with 5,000-character names, 50 embeds of 100,000 characters, 50 stickers and
+    200,000 characters of text (Discord allows 10 files, 10 embeds, 3 stickers, 4,000
+    characters): the model gets a bounded text that says what was left out."""
+    ada, bob = fake_discord.add_user("Ada"), fake_discord.add_user("Bob")
+    channel = first_channel(fake_discord, fake_discord.add_guild("Guild A"))
+    h = await start_discord(await make_app())
+    files = [fake_discord.attachment(f"{i}-" + "n" * 5000, b"x") for i in range(200)]
+    source = await fake_discord.user_says(channel, ada, "y" * 200_000, attachments=files)
+    stored = fake_discord.messages[source["id"]]
+    stored["embeds"] = [
+        {"type": "rich", "title": f"E{i}", "description": "d" * 100_000} for i in range(50)
+    ]
+    stored["sticker_items"] = [{"id": str(i), "name": f"s{i}", "format_type": 1} for i in range(50)]
+    dm = fake_discord.dm_channel(bob)
+    await fake_discord.user_forwards(dm, bob, source["id"])
+    await answered(h, dm, 1)
+    asked = last_user_text(fake_openai)
+    assert len(asked) < 8_000, len(asked)
+    assert "more characters]" in asked and "and 190 more]" in asked
+    assert "[47 more embeds left out]" in asked and "[47 more stickers]" in asked
+    assert fake_discord.cdn_requests == 0

@@ -174,3 +174,49 @@ async def test_a_turn_cut_by_a_restart_is_finished_in_its_first_message_after_th
     assert answer["id"] == preview["id"]
     assert len(fake_discord.calls_to("POST", rf"/channels/{dm}/messages$")) == 1
     assert not fake_discord.calls_to("GET", rf"/channels/{dm}/messages$")  # the notes sufficed
+
+
+async def test_a_rerun_past_the_window_continues_the_thread_it_opened_on_the_question(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    ada = fake_discord.add_user("Ada")
+    guild = fake_discord.add_guild("Guild A")
+    channel = first_channel(fake_discord, guild)
+    app: BotApp = await make_app(bot_inbox_claim_seconds=0.5)
+    h = await start_discord(app, thread_guilds=frozenset({guild}))
+    await app.stop_inbox(0)
+    asked = await ask(h, channel, ada, "plan the offsite")
+    await until(lambda: int(asked["id"]) in h.runtime.handlers.accepted, what="accepted")
+    await take_as_dead_process(app)
+    # The dead attempt opened the thread on the question and showed a preview in it.
+    async with aiohttp.ClientSession() as http:
+        resp = await http.post(
+            f"{fake_discord.api_url}/channels/{channel}/messages/{asked['id']}/threads",
+            json={"name": "plan the offsite", "auto_archive_duration": 1440},
+            headers={"Authorization": f"Bot {fake_discord.token}"},
+        )
+        assert resp.status == 200
+    thread = asked["id"]
+    preview = await post_as_bot(
+        fake_discord,
+        thread,
+        {"content": "Step one …", "nonce": part_nonce(asked["id"], 0), "enforce_nonce": True},
+    )
+    fake_discord.pass_time(NONCE_WINDOW * 4)
+
+    fake_openai.push(text("Step one: book the venue."))
+    h.runtime.handlers.accepted.clear()
+    survivor: BotApp = await make_app(bot_inbox_claim_seconds=0.5)
+    await start_discord(survivor, thread_guilds=frozenset({guild}))
+    await fake_discord.wait_for(
+        lambda: (
+            [m["content"] for m in fake_discord.bot_messages(thread)]
+            == ["Step one: book the venue."]
+        ),
+        timeout=15,
+    )
+    await until(lambda: survivor.worker.in_flight == 0, what="the entry is done")
+    [answer] = fake_discord.bot_messages(thread)
+    assert answer["id"] == preview["id"]
+    assert len(fake_discord.calls_to("POST", r"/threads$")) == 1  # no second thread either
+    assert fake_discord.bot_messages(channel) == []
