@@ -194,3 +194,17 @@ async def test_a_forward_far_larger_than_discord_allows_is_bounded(
     assert "more characters]" in asked and "and 190 more]" in asked
     assert "[47 more embeds left out]" in asked and "[47 more stickers]" in asked
     assert fake_discord.cdn_requests == 0
+
+
+async def test_a_reply_edited_to_mention_the_bot_is_answered_with_its_quote(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    ada, bob = fake_discord.add_user("Ada"), fake_discord.add_user("Bob")
+    channel = first_channel(fake_discord, fake_discord.add_guild("Guild A"))
+    h = await start_discord(await make_app())
+    said = await fake_discord.user_says(channel, bob, "the release is on Friday")
+    reply = await fake_discord.user_replies(channel, ada, "really?", to=said["id"])
+    await fake_discord.user_edits(reply["id"], f"{h.mention()} really?", mentions=[bob, h.bot_id])
+    await answered(h, channel, 1)
+    asked = last_user_text(fake_openai)
+    assert asked == "[Replying to Bob, who wrote:]\n> the release is on Friday\nreally?"

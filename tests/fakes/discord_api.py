@@ -426,7 +426,7 @@ class FakeDiscord:
         message["content"] = content
         message["mentions"] = [self.users.get(m) or self.bot for m in mentions]
         message["edited_timestamp"] = _now_iso()
-        await self.dispatch("MESSAGE_UPDATE", _as_sent(message))
+        await self.dispatch("MESSAGE_UPDATE", self._with_referenced(message))
         return message
 
     async def user_deletes(self, message_id: str) -> None:
