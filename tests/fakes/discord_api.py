@@ -406,7 +406,12 @@ class FakeDiscord:
             message["guild_id"] = guild_id
             message["member"] = {k: v for k, v in self._member(author).items() if k != "user"}
         if reference is not None:
-            message["message_reference"] = {"message_id": reference, "channel_id": channel_id}
+            message["message_reference"] = {
+                "type": 0,
+                "message_id": reference,
+                "channel_id": channel_id,
+                **({"guild_id": guild_id} if guild_id is not None else {}),
+            }
         message.update(extra or {})
         self.messages[message["id"]] = message
         await self.dispatch("MESSAGE_CREATE", self._with_referenced(message))
