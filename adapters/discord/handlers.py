@@ -54,6 +54,7 @@ SHUTDOWN_APOLOGY = "Sorry, I was restarting and had to stop before answering. Pl
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 INBOX_KIND = "discord.message"
 MAX_BULK_DELETE = 100  # ids one MESSAGE_DELETE_BULK may name (Discord's bulk-delete limit)
+QUOTE_MEMORY_SECONDS = 7 * 86400  # how long a quoted message's replies are remembered here
 
 Kind = Literal["dm", "reply", "new_thread", "thread", "thread_maybe"]
 
@@ -137,6 +138,10 @@ class DiscordHandlers:
         self._turns = asyncio.Semaphore(config.max_concurrent_turns)
         # Deleted on Discord, seen here: a turn still waiting for one is not run.
         self.deleted: TTLCache[int, bool] = TTLCache(maxsize=20_000, ttl=3600)
+        # Messages quoted by replies answered here: replied-to id -> (channel, reply ids).
+        self.quoted_by: TTLCache[int, tuple[int, tuple[int, ...]]] = TTLCache(
+            maxsize=50_000, ttl=QUOTE_MEMORY_SECONDS
+        )
         # The latest edited version of a message, kept for the inbox worker (else refetched).
         self.edits: TTLCache[int, discord.Message] = TTLCache(maxsize=20_000, ttl=3600)
         # Deletes and edits accepted here and not applied here yet (tests wait on it).
@@ -330,7 +335,7 @@ class DiscordHandlers:
             if kind == "deleted":
                 result = await self.core.message_deleted(ref)
                 emit(_LOG, "discord_message_deleted", found=result.found, failed=result.failed)
-                retry = result.failed
+                retry = result.failed or await self._unquote(ref)
             elif ids:
                 retry = await self._apply_edit(delivery, int(ids[0]), ref)
             if retry:
@@ -338,6 +343,43 @@ class DiscordHandlers:
         finally:
             if not retry:
                 self.pending_changes.pop(key, None)
+
+    async def _unquote(self, ref: MessageRef) -> bool:
+        """The replies answered here that quoted a deleted message keep its words in what the
+        bot stored of them (`quoting`): each is read again (Discord now gives it a deleted
+        reference) and applied as an edit, so the quote goes with the rest of the deleted
+        message. Known for replies this process answered within `QUOTE_MEMORY_SECONDS` (kept
+        in memory: after a restart a deletion leaves earlier quotes, which `/memory forget`
+        still erases with the person's other words). True: try again later."""
+        me = self.client.user if self.client is not None else None
+        for quoted in ref.message_ids:
+            found = self.quoted_by.pop(int(quoted), None)
+            if found is None or me is None:
+                continue
+            channel_id, replies = found
+            for reply_id in replies:
+                reply = await self._fetch(channel_id, reply_id)
+                if reply is None:
+                    continue  # deleted too: its own deletion erases it
+                change = await self.core.message_edited(
+                    MessageRef(PLATFORM, ref.team, (str(reply_id),)), self._text(reply, me)
+                )
+                emit(_LOG, "discord_quote_erased", found=change.found, failed=change.failed)
+                if change.failed:
+                    self.quoted_by[int(quoted)] = found
+                    return True
+        return False
+
+    def _remember_quote(self, message: discord.Message) -> None:
+        """Note that this reply quotes another message (see `_unquote`)."""
+        reference = message.reference
+        if message.type != discord.MessageType.reply or reference is None:
+            return
+        if not isinstance(reference.resolved, discord.Message) or reference.message_id is None:
+            return
+        channel, replies = self.quoted_by.get(reference.message_id, (message.channel.id, ()))
+        if message.id not in replies:
+            self.quoted_by[reference.message_id] = (channel, (*replies, message.id)[-20:])
 
     async def _apply_edit(self, delivery: Delivery, message_id: int, ref: MessageRef) -> bool:
         """Apply an edit; True when the store could not be reached (try again later)."""
@@ -454,6 +496,7 @@ class DiscordHandlers:
     ) -> None:
         words = self._words(message, me)
         text = compose(words, quoted_blocks(message, me))
+        self._remember_quote(message)
         target: discord.abc.Messageable = message.channel
         reply_to: discord.Message | None = message if route.kind == "reply" else None
         thread = route.thread

@@ -30,6 +30,12 @@ snapshot may come from another place, even a private one: the person who forward
 share it into this place, so from then on it is part of their message here and belongs to this
 place's audience, like anything else they post (attributed as forwarded, never as their words).
 Deleting the forward erases it with the message, as for any message.
+
+Deletes: the quoted text is stored as part of the reply. When the message replied to is deleted
+on Discord, the handler reads the replies it answered that quoted it again (Discord now shows a
+deleted reference) and applies them as edits (`DiscordHandlers._unquote`), so the deleted words
+leave what the bot keeps; the bot's own answer stays as it was, as for any edit. A forward keeps
+its snapshot on Discord when the original is deleted, so the bot keeps it too.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from typing import Any
 
 from adapters.discord.quoting import MAX_QUOTE_CHARS
 from bot.app import BotApp
+from bot.memory.audit import audit
 from tests.discord.conftest import StartDiscord
 from tests.discord.harness import DiscordHarness
 from tests.discord.test_conversation import ask, first_channel
@@ -208,3 +209,32 @@ async def test_a_reply_edited_to_mention_the_bot_is_answered_with_its_quote(
     await answered(h, channel, 1)
     asked = last_user_text(fake_openai)
     assert asked == "[Replying to Bob, who wrote:]\n> the release is on Friday\nreally?"
+
+
+async def test_deleting_a_message_takes_its_words_out_of_the_replies_that_quoted_it(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    """Ada's message was never for the bot, but Bob's reply to it brought it in as a quote:
+    when she deletes it, the bot keeps Bob's reply as Discord now shows it (its reference
+    deleted), not her words."""
+    ada, bob = fake_discord.add_user("Ada"), fake_discord.add_user("Bob")
+    channel = first_channel(fake_discord, fake_discord.add_guild("Guild A"))
+    app: BotApp = await make_app()
+    h = await start_discord(app)
+    said = await fake_discord.user_says(channel, ada, "locker code 5521-quokka, keep it quiet")
+    fake_openai.push(text("Better not share codes here."))
+    await fake_discord.user_replies(
+        channel, bob, f"{h.mention()} is that safe?", to=said["id"], mentions=[h.bot_id]
+    )
+    await answered(h, channel, 1)
+    assert "5521-quokka" in last_user_text(fake_openai)
+
+    await fake_discord.user_deletes(said["id"])
+    await h.idle()  # the deletion was applied
+    await ask(h, channel, bob, "what did I ask you?")
+    await answered(h, channel, 2)
+    asked = json.dumps(fake_openai.requests[-1])
+    assert "5521-quokka" not in asked
+    assert "[Replying to a message that has since been deleted]" in asked
+    assert "is that safe?" in asked  # Bob's own words are kept
+    assert await audit(phrase="5521-quokka", store=app.store, cache=app.cache) == []
