@@ -349,8 +349,8 @@ class DiscordHandlers:
         bot stored of them (`quoting`): each is read again (Discord now gives it a deleted
         reference) and applied as an edit, so the quote goes with the rest of the deleted
         message. Known for replies this process answered within `QUOTE_MEMORY_SECONDS` (kept
-        in memory: after a restart a deletion leaves earlier quotes, which `/memory forget`
-        still erases with the person's other words). True: try again later."""
+        in memory: after a restart a deletion leaves earlier quotes in place, a known gap).
+        True: try again later."""
         me = self.client.user if self.client is not None else None
         for quoted in ref.message_ids:
             found = self.quoted_by.pop(int(quoted), None)
