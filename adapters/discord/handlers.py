@@ -38,8 +38,9 @@ from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
 from adapters.discord.attachments import DiscordFiles
 from adapters.discord.config import DiscordConfig
+from adapters.discord.earlier_answer import ContinuingReplySink, as_notes, find_earlier_answer
 from adapters.discord.normalize import mentions_bot, readable_text, thread_name
-from adapters.discord.sink import DiscordReplySink
+from adapters.discord.quoting import compose, quoted_blocks, replied_author_id
 from bot import metrics
 from bot.core import BotCore
 from bot.inbox import Delivery, InboxItem, RetryLater
@@ -54,6 +55,7 @@ SHUTDOWN_APOLOGY = "Sorry, I was restarting and had to stop before answering. Pl
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 INBOX_KIND = "discord.message"
 MAX_BULK_DELETE = 100  # ids one MESSAGE_DELETE_BULK may name (Discord's bulk-delete limit)
+QUOTE_MEMORY_SECONDS = 7 * 86400  # how long a quoted message's replies are remembered here
 
 Kind = Literal["dm", "reply", "new_thread", "thread", "thread_maybe"]
 
@@ -89,6 +91,17 @@ def is_private_place(channel: object) -> bool:
         return not channel.permissions_for(channel.guild.default_role).view_channel
     except Exception:  # a partial or unexpected channel: never widen
         return True
+
+
+def addresses_bot(message: discord.Message, me: discord.abc.User, role_id: int | None) -> bool:
+    """A mention of the bot (or its managed role) in the text; or a Reply to one of its
+    messages: Discord puts the replied-to author in `mentions` when the reply pings, and names
+    the message replied to in `referenced_message` (also when the person turned the ping off)."""
+    if mentions_bot(message.content, bot_id=me.id, bot_role_id=role_id):
+        return True
+    if any(user.id == me.id for user in message.mentions):
+        return True
+    return replied_author_id(message) == me.id
 
 
 def safe_mentions(message: discord.Message) -> discord.AllowedMentions:
@@ -127,6 +140,10 @@ class DiscordHandlers:
         self._turns = asyncio.Semaphore(config.max_concurrent_turns)
         # Deleted on Discord, seen here: a turn still waiting for one is not run.
         self.deleted: TTLCache[int, bool] = TTLCache(maxsize=20_000, ttl=3600)
+        # Messages quoted by replies answered here: replied-to id -> (channel, reply ids).
+        self.quoted_by: TTLCache[int, tuple[int, tuple[int, ...]]] = TTLCache(
+            maxsize=50_000, ttl=QUOTE_MEMORY_SECONDS
+        )
         # The latest edited version of a message, kept for the inbox worker (else refetched).
         self.edits: TTLCache[int, discord.Message] = TTLCache(maxsize=20_000, ttl=3600)
         # Deletes and edits accepted here and not applied here yet (tests wait on it).
@@ -147,9 +164,7 @@ class DiscordHandlers:
             return Route("dm", DM_TEAM, str(channel.id), None)
         guild = str(message.guild.id)
         role = message.guild.self_role
-        mentioned = mentions_bot(
-            message.content, bot_id=me.id, bot_role_id=role.id if role else None
-        )
+        mentioned = addresses_bot(message, me, role.id if role else None)
         if isinstance(channel, discord.Thread):
             parent = str(channel.parent_id)
             if mentioned or channel.owner_id == me.id or channel.id in self.threads:
@@ -232,8 +247,13 @@ class DiscordHandlers:
         """MESSAGE_UPDATE of a person's text (not an embed, a pin or a flag: those leave
         `edited_timestamp` as it was, unset for a message never edited). One inbox entry in
         the message's conversation; the worker applies it, or answers it (`_apply_change`)."""
-        author = message.author
-        if author.id == me.id or message.edited_at is None:
+        if message.edited_at is None:
+            return
+        author = getattr(message, "author", None)
+        if author is None:
+            await self._put_partial_edit(message)
+            return
+        if author.id == me.id:
             return
         if (author.bot or message.webhook_id is not None) and not self.config.allow_bots:
             return
@@ -257,6 +277,24 @@ class DiscordHandlers:
             route=route,
         )
 
+    async def _put_partial_edit(self, message: discord.Message) -> None:
+        """A MESSAGE_UPDATE without `author` (a partial payload): who wrote the message, and
+        whether it is for the bot, are only known from the whole message, which the worker
+        fetches over REST when it applies the edit (`_apply_edit`)."""
+        metrics.EVENTS.labels(PLATFORM, "message_update").inc()
+        emit(_LOG, "discord_partial_update", message=str(message.id))
+        guild_id = message.guild.id if message.guild is not None else None
+        edited = message.edited_at.timestamp() if message.edited_at is not None else 0.0
+        await self._put_change(
+            "edited",
+            [message.id],
+            message.channel.id,
+            str(guild_id) if guild_id else DM_TEAM,
+            self.conversation_of(message.channel.id, guild_id, message.id),
+            f"discord:edited:{message.id}:{edited}",
+            refetch=True,
+        )
+
     async def _put_change(
         self,
         kind: str,
@@ -267,6 +305,7 @@ class DiscordHandlers:
         key: str,
         *,
         route: Route | None = None,
+        refetch: bool = False,
     ) -> None:
         body: dict[str, Any] = {
             "change": kind,
@@ -277,6 +316,8 @@ class DiscordHandlers:
         }
         if route is not None:
             body["route"] = [route.kind, route.guild, route.channel, route.thread]
+        if refetch:
+            body["refetch"] = True
         self.pending_changes[key] = True
         if not await self.core.enqueue(
             InboxItem(kind=INBOX_KIND, session=session, body=body, dedup=(key,))
@@ -296,7 +337,7 @@ class DiscordHandlers:
             if kind == "deleted":
                 result = await self.core.message_deleted(ref)
                 emit(_LOG, "discord_message_deleted", found=result.found, failed=result.failed)
-                retry = result.failed
+                retry = result.failed or await self._unquote(ref)
             elif ids:
                 retry = await self._apply_edit(delivery, int(ids[0]), ref)
             if retry:
@@ -304,6 +345,43 @@ class DiscordHandlers:
         finally:
             if not retry:
                 self.pending_changes.pop(key, None)
+
+    async def _unquote(self, ref: MessageRef) -> bool:
+        """The replies answered here that quoted a deleted message keep its words in what the
+        bot stored of them (`quoting`): each is read again (Discord now gives it a deleted
+        reference) and applied as an edit, so the quote goes with the rest of the deleted
+        message. Known for replies this process answered within `QUOTE_MEMORY_SECONDS` (kept
+        in memory: after a restart a deletion leaves earlier quotes in place, a known gap).
+        True: try again later."""
+        me = self.client.user if self.client is not None else None
+        for quoted in ref.message_ids:
+            found = self.quoted_by.pop(int(quoted), None)
+            if found is None or me is None:
+                continue
+            channel_id, replies = found
+            for reply_id in replies:
+                reply = await self._fetch(channel_id, reply_id)
+                if reply is None:
+                    continue  # deleted too: its own deletion erases it
+                change = await self.core.message_edited(
+                    MessageRef(PLATFORM, ref.team, (str(reply_id),)), self._text(reply, me)
+                )
+                emit(_LOG, "discord_quote_erased", found=change.found, failed=change.failed)
+                if change.failed:
+                    self.quoted_by[int(quoted)] = found
+                    return True
+        return False
+
+    def _remember_quote(self, message: discord.Message) -> None:
+        """Note that this reply quotes another message (see `_unquote`)."""
+        reference = message.reference
+        if message.type != discord.MessageType.reply or reference is None:
+            return
+        if not isinstance(reference.resolved, discord.Message) or reference.message_id is None:
+            return
+        channel, replies = self.quoted_by.get(reference.message_id, (message.channel.id, ()))
+        if message.id not in replies:
+            self.quoted_by[reference.message_id] = (channel, (*replies, message.id)[-20:])
 
     async def _apply_edit(self, delivery: Delivery, message_id: int, ref: MessageRef) -> bool:
         """Apply an edit; True when the store could not be reached (try again later)."""
@@ -314,6 +392,20 @@ class DiscordHandlers:
         me = self.client.user if self.client is not None else None
         if message is None or me is None:
             return False  # deleted meanwhile (its deletion follows), or not connected
+        if data.get("refetch"):
+            # A partial update: the message as it is now says who wrote it and whether it is
+            # for the bot, as `on_edited` would have from a whole payload.
+            author = message.author
+            if author.id == me.id or (
+                (author.bot or message.webhook_id is not None) and not self.config.allow_bots
+            ):
+                return False
+            if message.type not in _ANSWERED_TYPES:
+                return False
+            found = self.route(message, me)
+            data = {k: v for k, v in data.items() if k != "route"}
+            if found is not None:
+                data["route"] = [found.kind, found.guild, found.channel, found.thread]
         result = await self.core.message_edited(ref, self._text(message, me))
         emit(_LOG, "discord_message_edited", found=result.found, failed=result.failed)
         if result.failed:
@@ -404,13 +496,15 @@ class DiscordHandlers:
         me: discord.ClientUser,
         delivery: Delivery,
     ) -> None:
-        text = self._text(message, me)
+        words = self._words(message, me)
+        text = compose(words, quoted_blocks(message, me))
+        self._remember_quote(message)
         target: discord.abc.Messageable = message.channel
         reply_to: discord.Message | None = message if route.kind == "reply" else None
         thread = route.thread
         if route.kind == "new_thread":
             opened = await self._earlier_thread(message) if delivery.retried else None
-            opened = opened or await self._open_thread(message, text)
+            opened = opened or await self._open_thread(message, words or text)
             if opened is None:
                 reply_to = message  # no thread (permissions): answer in place instead
             else:
@@ -432,12 +526,32 @@ class DiscordHandlers:
             and message.channel.type == discord.ChannelType.private_thread,
             attachments=tuple(self.files.attachment(a) for a in message.attachments),
         )
-        sink = DiscordReplySink(
+        channel_id = int(thread) if thread is not None else message.channel.id
+        earlier: list[discord.Message] = []
+        if delivery.retried:
+            earlier = await find_earlier_answer(
+                delivery.entry.notes,
+                target,
+                channel_id,
+                message,
+                me,
+                replied=reply_to is not None,
+                own_thread=thread == str(message.id),
+            )
+            emit(_LOG, "discord_turn_rerun", message=str(message.id), earlier_parts=len(earlier))
+
+        async def noted(channel: int, parts: list[int]) -> None:
+            await delivery.note(**as_notes(channel, parts))
+
+        sink = ContinuingReplySink(
             target=target,
             config=self.config,
             allowed_mentions=safe_mentions(message),
             nonce_seed=str(message.id),
             reply_to=reply_to,
+            earlier=earlier,
+            on_posted=noted,
+            channel_id=channel_id,
         )
         try:
             await self.core.handle_message(incoming, sink)
@@ -454,9 +568,15 @@ class DiscordHandlers:
         if not sink.finished:
             await sink.finish(APOLOGY, error=True)
 
+    @classmethod
+    def _text(cls, message: discord.Message, me: discord.ClientUser) -> str:
+        """The message's text as the core sees it: what it quotes or forwards (`quoting`),
+        then the person's words."""
+        return compose(cls._words(message, me), quoted_blocks(message, me))
+
     @staticmethod
-    def _text(message: discord.Message, me: discord.ClientUser) -> str:
-        """The message's text as the core sees it (mentions made readable)."""
+    def _words(message: discord.Message, me: discord.ClientUser) -> str:
+        """The person's own words (mentions made readable)."""
         role = message.guild.self_role if message.guild else None
         return readable_text(
             message.content,

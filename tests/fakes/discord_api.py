@@ -46,6 +46,8 @@ GUILD_PRESENCES = 1 << 8
 PRIVILEGED = MESSAGE_CONTENT | GUILD_MEMBERS | GUILD_PRESENCES
 EPHEMERAL = 64
 INTERACTION_WINDOW = 3.0
+# Discord checks an `enforce_nonce` for uniqueness "in the past few minutes" only.
+NONCE_WINDOW = 300.0
 _ids = itertools.count(1_300_000_000_000_000_000)
 
 
@@ -156,6 +158,9 @@ class FakeDiscord:
         self.commands: dict[str | None, list[dict[str, Any]]] = {}  # guild id (None global)
         self.interactions: dict[str, Interaction] = {}
         self.nonces: dict[tuple[str, str], str] = {}  # (channel, nonce) -> message id
+        self.nonce_times: dict[tuple[str, str], float] = {}  # when each nonce was last used
+        self.nonce_window = NONCE_WINDOW
+        self.clock_offset = 0.0  # added to the fake's clock by `pass_time`
         self.faults: list[Fault] = []
         self.files: dict[str, bytes] = {}  # attachment id -> bytes (the CDN)
         self.cdn_requests = 0
@@ -370,8 +375,11 @@ class FakeDiscord:
         mention_roles: list[str] = (),  # type: ignore[assignment]
         attachments: list[dict[str, Any]] = (),  # type: ignore[assignment]
         reference: str | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """A user posts a message: stored and dispatched as MESSAGE_CREATE."""
+        """A user posts a message: stored and dispatched as MESSAGE_CREATE. `reference`: a
+        Reply to that message (type 19, `message_reference` and `referenced_message`; see
+        `user_replies`); `extra`: more message fields (stickers, polls, forwards)."""
         channel = self.channels[channel_id]
         author = self.users.get(user_id) or self.bot
         message: dict[str, Any] = {
@@ -398,9 +406,15 @@ class FakeDiscord:
             message["guild_id"] = guild_id
             message["member"] = {k: v for k, v in self._member(author).items() if k != "user"}
         if reference is not None:
-            message["message_reference"] = {"message_id": reference, "channel_id": channel_id}
+            message["message_reference"] = {
+                "type": 0,
+                "message_id": reference,
+                "channel_id": channel_id,
+                **({"guild_id": guild_id} if guild_id is not None else {}),
+            }
+        message.update(extra or {})
         self.messages[message["id"]] = message
-        await self.dispatch("MESSAGE_CREATE", message)
+        await self.dispatch("MESSAGE_CREATE", self._with_referenced(message))
         return message
 
     async def user_edits(
@@ -417,7 +431,7 @@ class FakeDiscord:
         message["content"] = content
         message["mentions"] = [self.users.get(m) or self.bot for m in mentions]
         message["edited_timestamp"] = _now_iso()
-        await self.dispatch("MESSAGE_UPDATE", _as_sent(message))
+        await self.dispatch("MESSAGE_UPDATE", self._with_referenced(message))
         return message
 
     async def user_deletes(self, message_id: str) -> None:
@@ -730,6 +744,9 @@ class FakeDiscord:
         if webhook is None:
             if request.headers.get("Authorization") != f"Bot {self.token}":
                 return self._error(401, 0, "401: Unauthorized")
+            history = self._history_route(method, path, request.query)
+            if history is not None:
+                return history
             return await self._bot_route(method, path, body, files)
         kind, _, token, rest = webhook.groups()
         return self._interaction_route(kind, method, token, rest or "", body, files)
@@ -777,7 +794,8 @@ class FakeDiscord:
             message = self.messages.get(m.group(2))
             if message is None or message["channel_id"] != m.group(1) or message.get("deleted"):
                 return self._error(404, 10008, "Unknown Message")
-            return _json({k: v for k, v in message.items() if k not in ("guild_id", "member")})
+            sent = self._with_referenced(message)
+            return _json({k: v for k, v in sent.items() if k not in ("guild_id", "member")})
         if m and method in ("PATCH", "DELETE"):
             message = self.messages.get(m.group(2))
             if message is None or message["channel_id"] != m.group(1):
@@ -870,7 +888,7 @@ class FakeDiscord:
             return self._error(400, 50035, "Invalid Form Body (nonce)")
         if nonce is not None and body.get("enforce_nonce"):
             earlier = self.nonces.get((channel_id, str(nonce)))
-            if earlier is not None:
+            if earlier is not None and self._nonce_fresh(channel_id, str(nonce)):
                 return _json(self.messages[earlier])
         reference = body.get("message_reference")
         message: dict[str, Any] = {
@@ -912,6 +930,7 @@ class FakeDiscord:
         self.messages[message["id"]] = message
         if nonce is not None:
             self.nonces[(channel_id, str(nonce))] = message["id"]
+            self.nonce_times[(channel_id, str(nonce))] = self.now()
         return _json(message)
 
     async def _start_thread(
@@ -1102,6 +1121,174 @@ class FakeDiscord:
                 await asyncio.wait_for(self._changed.wait(), timeout=min(left, 0.05))
             except TimeoutError:
                 pass
+
+    # --- conversations: replies, forwards, stickers, polls, partial updates, history ---------
+
+    def now(self) -> float:
+        """The fake's clock (monotonic, moved on by `pass_time`)."""
+        return time.monotonic() + self.clock_offset
+
+    def pass_time(self, seconds: float) -> None:
+        """Let time pass for what the fake times itself (the nonce window), not for sockets."""
+        self.clock_offset += seconds
+
+    def _nonce_fresh(self, channel_id: str, nonce: str) -> bool:
+        used = self.nonce_times.get((channel_id, nonce))
+        return used is not None and self.now() - used <= self.nonce_window
+
+    def _with_referenced(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A Reply as Discord sends it (gateway and REST): `referenced_message` is the message
+        replied to as it is now, `null` once it was deleted. Forwards carry none (their
+        `message_snapshots` hold the copy)."""
+        sent = _as_sent(message)
+        reference = message.get("message_reference")
+        if message.get("type") == 19 and reference:
+            target = self.messages.get(str(reference.get("message_id")))
+            if target is None or target.get("deleted"):
+                sent["referenced_message"] = None
+            else:
+                inner = _as_sent(target)
+                inner.pop("referenced_message", None)
+                inner.pop("member", None)
+                sent["referenced_message"] = inner
+        return sent
+
+    async def user_replies(
+        self,
+        channel_id: str,
+        user_id: str,
+        content: str,
+        to: str,
+        *,
+        ping: bool = True,
+        mentions: list[str] = (),  # type: ignore[assignment]
+    ) -> dict[str, Any]:
+        """A user uses Reply on message `to`: type 19 with `message_reference` and
+        `referenced_message`. With the ping on (Discord's default) the replied-to author is
+        added to `mentions` (not to the text); with it off, only the reference names them."""
+        target = self.messages[to]
+        named = list(mentions)
+        author = target["author"]["id"]
+        if ping and author != user_id and author not in named:
+            named.append(author)
+        return await self.user_says(channel_id, user_id, content, mentions=named, reference=to)
+
+    async def user_forwards(self, channel_id: str, user_id: str, message_id: str) -> dict[str, Any]:
+        """A user forwards a message into a channel: type 0, no content of its own, a
+        `message_reference` of type 1 (FORWARD) naming the original, and `message_snapshots`
+        with a copy of it (a subset of the message: no author, no id)."""
+        source = self.messages[message_id]
+        fields = (
+            "type",
+            "content",
+            "embeds",
+            "attachments",
+            "timestamp",
+            "edited_timestamp",
+            "flags",
+            "mentions",
+            "mention_roles",
+            "sticker_items",
+            "components",
+        )
+        snapshot = {k: source[k] for k in fields if k in source}
+        reference: dict[str, Any] = {
+            "type": 1,
+            "message_id": message_id,
+            "channel_id": source["channel_id"],
+        }
+        guild_id = self.channels[source["channel_id"]].get("guild_id")
+        if guild_id is not None:
+            reference["guild_id"] = guild_id
+        extra = {"message_reference": reference, "message_snapshots": [{"message": snapshot}]}
+        return await self.user_says(channel_id, user_id, "", extra=extra)
+
+    async def user_sends_sticker(
+        self, channel_id: str, user_id: str, name: str, *, content: str = ""
+    ) -> dict[str, Any]:
+        """A sticker: `sticker_items` (id, name, format), no content."""
+        sticker = {"id": snowflake(), "name": name, "format_type": 1}
+        return await self.user_says(
+            channel_id, user_id, content, extra={"sticker_items": [sticker]}
+        )
+
+    async def user_sends_poll(
+        self, channel_id: str, user_id: str, question: str, answers: list[str]
+    ) -> dict[str, Any]:
+        """A poll: a `poll` object (question and answers as poll media), no content."""
+        poll = {
+            "question": {"text": question},
+            "answers": [
+                {"answer_id": i + 1, "poll_media": {"text": a}} for i, a in enumerate(answers)
+            ],
+            "expiry": datetime.now(UTC).isoformat(),
+            "allow_multiselect": False,
+            "layout_type": 1,
+        }
+        return await self.user_says(channel_id, user_id, "", extra={"poll": poll})
+
+    async def user_edits_partially(
+        self,
+        message_id: str,
+        content: str,
+        *,
+        mentions: list[str] = (),  # type: ignore[assignment]
+    ) -> dict[str, Any]:
+        """An edit delivered as a partial MESSAGE_UPDATE: the fields that changed, with `id`,
+        `channel_id` and `guild_id`, and no `author` or `member` (Discord's documentation long
+        said an update "may contain only a subset of the full message object payload"; discord.py
+        still needs `type` and `content`, so those are sent)."""
+        message = self.messages[message_id]
+        message["content"] = content
+        message["mentions"] = [self.users.get(m) or self.bot for m in mentions]
+        message["edited_timestamp"] = _now_iso()
+        data: dict[str, Any] = {
+            "id": message_id,
+            "channel_id": message["channel_id"],
+            "type": message["type"],
+            "content": content,
+            "edited_timestamp": message["edited_timestamp"],
+            "mentions": message["mentions"],
+        }
+        if "guild_id" in message:
+            data["guild_id"] = message["guild_id"]
+        await self.dispatch("MESSAGE_UPDATE", data)
+        return message
+
+    def _history_route(self, method: str, path: str, query: Any) -> web.Response | None:
+        """GET /channels/{id}/messages: newest first whatever the direction (discord.py relies on
+        it), `limit` 1-100 (default 50), `before`/`after`/`around`; no `nonce` (REST returns it
+        only when a message is created), `referenced_message` resolved."""
+        m = re.fullmatch(r"/channels/(\d+)/messages", path)
+        if m is None or method != "GET":
+            return None
+        channel_id = m.group(1)
+        if channel_id not in self.channels:
+            return self._error(404, 10003, "Unknown Channel")
+        try:
+            limit = int(query.get("limit", 50))
+        except ValueError:
+            return self._error(400, 50035, "Invalid Form Body (limit)")
+        if not 1 <= limit <= 100:
+            return self._error(400, 50035, "Invalid Form Body (limit)")
+        found = [
+            msg
+            for msg in self.messages.values()
+            if msg["channel_id"] == channel_id and not msg.get("deleted")
+        ]
+        found.sort(key=lambda msg: int(msg["id"]), reverse=True)
+        if "before" in query:
+            found = [msg for msg in found if int(msg["id"]) < int(query["before"])]
+        if "after" in query:
+            found = [msg for msg in found if int(msg["id"]) > int(query["after"])][-limit:]
+        found = found[:limit]
+        out = []
+        for msg in found:
+            sent = self._with_referenced(msg)
+            for key in ("guild_id", "member", "nonce", "injected"):
+                sent.pop(key, None)
+            out.append(sent)
+        return _json(out)
 
     # --- reading what the bot did -------------------------------------------------------------
 
