@@ -85,7 +85,7 @@ def fit(data: Any, max_chars: int) -> tuple[str, int, bool]:
     for level in range(10):
         items = max(1, 64 >> level)
         chars = max(16, 2048 >> level)
-        cut = _shrink(data, items, chars, 0)
+        cut = shrink(data, items, chars, 0)
         text = dumps({"ok": True, "data": cut, "truncated": True, "note": note})
         if len(text) <= max_chars:
             return text, size, True
@@ -98,7 +98,8 @@ def fit(data: Any, max_chars: int) -> tuple[str, int, bool]:
         room //= 2
 
 
-def _shrink(value: Any, items: int, chars: int, depth: int) -> Any:
+def shrink(value: Any, items: int, chars: int, depth: int = 0) -> Any:
+    """`value` with lists/objects cut to `items` entries and strings to `chars` characters."""
     if isinstance(value, str):
         if len(value) <= chars:
             return value
@@ -106,13 +107,13 @@ def _shrink(value: Any, items: int, chars: int, depth: int) -> Any:
     if depth >= _MAX_DEPTH:
         return "…"
     if isinstance(value, list):
-        out: list[Any] = [_shrink(v, items, chars, depth + 1) for v in value[:items]]
+        out: list[Any] = [shrink(v, items, chars, depth + 1) for v in value[:items]]
         if len(value) > items:
             out.append(f"… {len(value) - items} more items omitted")
         return out
     if isinstance(value, dict):
         keys = list(value)[:items]
-        obj = {k: _shrink(value[k], items, chars, depth + 1) for k in keys}
+        obj = {k: shrink(value[k], items, chars, depth + 1) for k in keys}
         if len(value) > items:
             obj["…"] = f"{len(value) - items} more keys omitted"
         return obj
