@@ -26,6 +26,12 @@ the install's HTTP client, and makes sure the SDK only ever sees small, well-for
 
 What remains is a few hundred kilobytes at most, which the SDK parses on the loop in
 milliseconds. Server-sent events on the long-lived GET stream go through the same per-event cap.
+
+Where the trimming (`tools.mcp.trim`) runs: a message under `PROCESS_ABOVE` bytes in a worker
+thread; a larger one in a short-lived worker process. `json.loads` is one C call that holds the
+GIL: parsing 3.5 MB of 100,000 small parts held it 140-290 ms on a loaded machine, which a thread
+does not hide from the event loop; with a process the loop only pipes the bytes. If the process
+fails (memory cap, timeout), that message is refused as unreadable.
 """
 
 from __future__ import annotations
@@ -33,26 +39,24 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
 
-from tools.envelope import shrink
+from tools.mcp.trim import Notes, from_worker, trim_message
 
 log = logging.getLogger("tools.mcp")
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
-MAX_TOOLS = 128  # listed tools kept per page (the connection also caps the whole listing)
-MAX_PARTS = 100  # content parts of one result
-MAX_TEXT = 20_000  # characters of one text part
-MAX_SCHEMA_BYTES = 16_000  # an input schema larger than this is not offered (tools.mcp.schema)
-MAX_DESCRIPTION = 1_024
-STRUCTURED_ITEMS = 64  # structured content: items per list/object kept when it is large
-STRUCTURED_CHARS = 2_048  # ... and characters per string
-SHRINK_ABOVE = 64 * 1024  # structured content larger than this (as JSON) is shrunk
 TOO_LARGE = -32050  # JSON-RPC server-error range: "the answer exceeded the bot's cap"
 _SMALL = 16 * 1024  # a message smaller than this is not worth a thread hop unless a listing
+PROCESS_ABOVE = 256 * 1024  # larger messages are trimmed in a worker process
+
+WORKER_TIMEOUT = 20.0  # seconds the trimming process may take
+WORKER_MEMORY = 1024 * 1024 * 1024  # bytes of address space it may use
 
 
 class BoundedTransport(httpx2.AsyncBaseTransport):
@@ -88,7 +92,10 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         if body is None:
             return _json_reply(response, request, _too_large(request, "was too large"), 200)
         if response.status_code < 400 and (len(body) > _SMALL or b'"tools"' in body):
-            body = await asyncio.to_thread(trim_message, body, self._install)
+            trimmed = await trim(body, self._install)
+            if trimmed is None:
+                return _json_reply(response, request, _too_large(request, "could not be read"), 200)
+            body = trimmed
         return _json_reply(response, request, body)
 
     async def aclose(self) -> None:
@@ -200,97 +207,53 @@ async def _bounded_events(
 
 async def _event(fields: list[bytes], data: bytes, install: str) -> bytes:
     if len(data) > _SMALL or b'"tools"' in data:
-        data = await asyncio.to_thread(trim_message, data, install)
+        trimmed = await trim(data, install)
+        data = trimmed if trimmed is not None else b""
     out = [*fields, *(b"data: " + part for part in data.split(b"\n"))] if data else fields
     return b"\n".join(out) + b"\n\n"
 
 
-def trim_message(body: bytes, install: str) -> bytes:
-    """One JSON-RPC message (or batch) with its listing or tool result trimmed; runs in a worker
-    thread. Bodies that are not JSON pass unchanged (the SDK reports them as parse errors)."""
+async def trim(body: bytes, install: str) -> bytes | None:
+    """`trim_message` off the loop (thread or process, by size); None if the process failed."""
+    if len(body) <= PROCESS_ABOVE:
+        out, notes = await asyncio.to_thread(trim_message, body)
+    else:
+        done = await _in_process(body)
+        if done is None:
+            log.warning("mcp_message_unreadable", extra={"fields": {"install": install}})
+            return None
+        out, notes = done
+    for event, fields in notes:
+        log.warning(event, extra={"fields": {"install": install, **fields}})
+    return out
+
+
+async def _in_process(body: bytes) -> tuple[bytes, Notes] | None:
+    """One short-lived `python -m tools.mcp.trim` per large message: nothing to keep alive or
+    clean up, no fork of the bot's threads, no re-import of its main module; its memory is
+    capped and it is killed after `WORKER_TIMEOUT`."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tools.mcp.trim",
+        str(WORKER_MEMORY),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env=env,
+    )
     try:
-        message = json.loads(body)
-    except ValueError:
-        return body
-    messages = message if isinstance(message, list) else [message]
-    changed = False
-    for msg in messages:
-        result = msg.get("result") if isinstance(msg, dict) else None
-        if not isinstance(result, dict):
-            continue
-        if isinstance(result.get("tools"), list):
-            changed = _trim_listing(result, install) or changed
-        if isinstance(result.get("content"), list):
-            changed = _trim_result(result) or changed
-    if not changed:
-        return body
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def _trim_listing(result: dict[str, Any], install: str) -> bool:
-    tools: list[Any] = result["tools"]
-    kept: list[Any] = []
-    for tool in tools:
-        if len(kept) >= MAX_TOOLS:
-            log.warning(
-                "mcp_listing_trimmed",
-                extra={"fields": {"install": install, "listed": len(tools), "kept": MAX_TOOLS}},
-            )
-            break
-        why = _tool_problem(tool)
-        if why is not None:
-            name = tool.get("name") if isinstance(tool, dict) else None
-            log.warning(
-                "mcp_tool_skipped",
-                extra={
-                    "fields": {"install": install, "tool": str(name)[:64], "reason": why},
-                },
-            )
-            continue
-        tool.pop("outputSchema", None)
-        desc = tool.get("description")
-        if isinstance(desc, str) and len(desc) > MAX_DESCRIPTION:
-            tool["description"] = desc[:MAX_DESCRIPTION]
-        kept.append(tool)
-    result["tools"] = kept
-    return True
-
-
-def _tool_problem(tool: Any) -> str | None:
-    if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
-        return "not a tool (no name)"
-    schema = tool.get("inputSchema")
-    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
-        return "input schema is not an object schema"
-    if len(json.dumps(schema, separators=(",", ":"))) > MAX_SCHEMA_BYTES:
-        return f"input schema is larger than {MAX_SCHEMA_BYTES} characters"
-    return None
-
-
-def _trim_result(result: dict[str, Any]) -> bool:
-    content: list[Any] = result["content"]
-    kept = content[:MAX_PARTS]
-    structured = result.get("structuredContent")
-    if structured is not None:
-        size = len(json.dumps(structured, separators=(",", ":"), default=str))
-        if size > SHRINK_ABOVE:
-            result["structuredContent"] = shrink(structured, STRUCTURED_ITEMS, STRUCTURED_CHARS)
-            # The server's copy of the same data as JSON text (for older clients): not twice.
-            kept = [p for p in kept if not (_is(p, "text") and len(str(p.get("text"))) >= size)]
-    for part in kept:
-        if _is(part, "text") and isinstance(part.get("text"), str):
-            if len(part["text"]) > MAX_TEXT:
-                part["text"] = part["text"][:MAX_TEXT] + f"… (+{len(part['text']) - MAX_TEXT})"
-        elif _is(part, "resource") and isinstance(part.get("resource"), dict):
-            res = part["resource"]
-            if isinstance(res.get("text"), str) and len(res["text"]) > MAX_TEXT:
-                res["text"] = res["text"][:MAX_TEXT]
-    if len(content) > MAX_PARTS:
-        left = len(content) - MAX_PARTS
-        kept.append({"type": "text", "text": f"({left} more content parts not shown)"})
-    result["content"] = kept
-    return True
-
-
-def _is(part: Any, kind: str) -> bool:
-    return isinstance(part, dict) and part.get("type") == kind
+        async with asyncio.timeout(WORKER_TIMEOUT):
+            out, _ = await proc.communicate(body)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return None
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    if proc.returncode != 0:
+        return None
+    return from_worker(out)
