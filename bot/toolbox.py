@@ -30,7 +30,6 @@ from tools.declare import Tool
 from tools.executor import ExecutorConfig, ToolExecutor
 from tools.idempotency import IdempotencyCache
 from tools.mcp.connection import McpPool
-from tools.mcp.pack import SERVER_TEXT_NOTE
 from tools.netguard import BlockedHost, event_hooks
 from tools.packs import PACKS, PackConfigError, PackEnv, PackUnavailable
 from tools.registry import ToolRegistry
@@ -173,12 +172,6 @@ class ToolboxFactory:
                     continue
                 taken.add(t.name)
                 tools.append(t)
-        mcp_tools = any(
-            i.config.get("pack", i.pack) == "mcp" and b[0]
-            for i, b in zip(installs, built, strict=True)
-        )
-        if mcp_tools:
-            notes.append(SERVER_TEXT_NOTE)  # once per turn, for every MCP tool's description
         return self._toolbox(self.base | tools if tools else self.base, notes)
 
     def _toolbox(self, registry: ToolRegistry, notes: list[str]) -> Toolbox:

@@ -338,6 +338,5 @@ async def test_descriptions_reach_the_model_marked_as_the_servers(
     await say(app, "echo some a's please")
     request = fake_openai.requests[-1]
     offered = {t["function"]["name"]: t["function"] for t in request.get("tools") or []}
-    assert offered["hx_echo"]["description"] == "[MCP server hx] Echo a word of a's."
-    notes = [m["content"] for m in request["messages"] if m["role"] == "system"]
-    assert any("[MCP server" in n and "not instructions" in n for n in notes)
+    description = offered["hx_echo"]["description"]
+    assert description == "Description from MCP server hx: “Echo a word of a's.”"
