@@ -41,7 +41,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import httpx2
@@ -103,7 +103,7 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
 
 
 class _Stream(httpx2.AsyncByteStream):
-    def __init__(self, chunks: AsyncIterator[bytes], upstream: httpx2.Response) -> None:
+    def __init__(self, chunks: AsyncGenerator[bytes, None], upstream: httpx2.Response) -> None:
         self._chunks = chunks
         self._upstream = upstream
 
@@ -112,6 +112,7 @@ class _Stream(httpx2.AsyncByteStream):
             yield chunk
 
     async def aclose(self) -> None:
+        await self._chunks.aclose()
         await self._upstream.aclose()
 
 
@@ -171,7 +172,7 @@ def _too_large(request: httpx2.Request, what: str) -> bytes:
 
 async def _bounded_events(
     response: httpx2.Response, request: httpx2.Request, cap: int, install: str
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """Re-emit the server-sent events of `response`, each bounded and trimmed."""
     pending = bytearray()  # the line being received
     fields: list[bytes] = []
