@@ -123,7 +123,8 @@ def _without_length(headers: httpx2.Headers) -> list[tuple[str, str]]:
 def _json_reply(
     upstream: httpx2.Response, request: httpx2.Request, body: bytes, status: int | None = None
 ) -> httpx2.Response:
-    headers = [(k, v) for k, v in _without_length(upstream.headers) if k.lower() != "content-type"]
+    replaced = ("content-type", "content-encoding")  # the body here is plain JSON, as read
+    headers = [(k, v) for k, v in _without_length(upstream.headers) if k.lower() not in replaced]
     headers += [("content-type", "application/json"), ("content-length", str(len(body)))]
     return httpx2.Response(
         status or upstream.status_code,
