@@ -30,7 +30,7 @@ from bot.core import CommandRequest
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.helpers import say
 from tools.executor import ExecutorConfig, ToolExecutor
-from tools.mcp.connection import McpPool
+from tools.mcp.connection import McpPool, ServerDown
 from tools.mcp.pack import MCP_PACK
 from tools.mcp.schema import checker
 from tools.packs.base import PackEnv
@@ -340,3 +340,24 @@ async def test_descriptions_reach_the_model_marked_as_the_servers(
     offered = {t["function"]["name"]: t["function"] for t in request.get("tools") or []}
     description = offered["hx_echo"]["description"]
     assert description == "Description from MCP server hx: “Echo a word of a's.”"
+
+
+async def test_listing_that_hangs_marks_the_server_down(fresh: Hostile) -> None:
+    pool = McpPool(ttl=0.0, connect_timeout=30)  # every build lists again
+    try:
+        conn = pool.connection("slow", fresh.url, None)
+        assert {t.name for t in await conn.tools()} >= {"parts", "echo"}
+        fresh.set(hang=True)
+        tried = fresh.counts()["hung"]
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(1.0):  # the toolbox's deadline, before the list timeout
+                await conn.tools()
+        hung = fresh.counts()["hung"]
+        assert hung > tried and conn.health == "down"
+        with pytest.raises(ServerDown):
+            async with asyncio.timeout(5.0):  # (before the fix: it waited on the server again)
+                await conn.tools()  # at once: not tried again within the retry wait
+        assert fresh.counts()["hung"] == hung
+    finally:
+        fresh.set(hang=False)
+        await pool.aclose()
