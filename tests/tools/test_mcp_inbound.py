@@ -10,8 +10,10 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx2
+import pytest
 from aiohttp import web
 
+from tools.mcp import inbound
 from tools.mcp.inbound import TOO_LARGE, BoundedTransport
 from tools.mcp.trim import MAX_PARTS, MAX_TOOLS, trim_message
 
@@ -137,3 +139,24 @@ async def test_server_sent_events_are_reframed_and_bounded(serve_app: Callable[.
     last = json.loads(events[1].split("data: ", 1)[1])
     assert last["id"] == 7 and last["error"]["code"] == TOO_LARGE
     assert len(events) == 2
+
+
+async def test_large_message_is_trimmed_in_a_worker_process_and_refused_if_it_dies(
+    serve_app: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parts = [{"type": "text", "text": f"p{i}"} for i in range(20_000)]  # ~600 KB
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "result": {"content": parts}}).encode()
+    assert len(body) > inbound.PROCESS_ABOVE
+
+    async def answer(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_post("/mcp", answer)
+    async with serve_app(app) as base, _client(cap=10**7) as client:
+        reply = await client.post(f"{base}/mcp", json=REQUEST)
+        assert len(reply.json()["result"]["content"]) == MAX_PARTS + 1
+        monkeypatch.setattr(inbound, "WORKER_MEMORY", 8 * 2**20)  # too little to even start
+        refused = await client.post(f"{base}/mcp", json=REQUEST)
+    assert refused.json()["error"]["code"] == TOO_LARGE
+    assert "could not be read" in refused.json()["error"]["message"]

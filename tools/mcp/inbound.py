@@ -41,6 +41,7 @@ import json
 import logging
 import os
 import sys
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
@@ -57,6 +58,10 @@ PROCESS_ABOVE = 256 * 1024  # larger messages are trimmed in a worker process
 
 WORKER_TIMEOUT = 20.0  # seconds the trimming process may take
 WORKER_MEMORY = 1024 * 1024 * 1024  # bytes of address space it may use
+MAX_WORKERS = 2  # trimming processes at once (per event loop); more messages wait their turn
+_workers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class BoundedTransport(httpx2.AsyncBaseTransport):
@@ -234,6 +239,15 @@ async def _in_process(body: bytes) -> tuple[bytes, Notes] | None:
     """One short-lived `python -m tools.mcp.trim` per large message: nothing to keep alive or
     clean up, no fork of the bot's threads, no re-import of its main module; its memory is
     capped and it is killed after `WORKER_TIMEOUT`."""
+    loop = asyncio.get_running_loop()
+    slots = _workers.get(loop)
+    if slots is None:
+        slots = _workers[loop] = asyncio.Semaphore(MAX_WORKERS)
+    async with slots:
+        return await _run_worker(body)
+
+
+async def _run_worker(body: bytes) -> tuple[bytes, Notes] | None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,

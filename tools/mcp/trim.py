@@ -122,9 +122,11 @@ def from_worker(out: bytes) -> tuple[bytes, Notes] | None:
 
 
 def main() -> None:
-    import resource
-
     cap = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+    try:
+        import resource
+    except ImportError:  # not on Windows: the worker runs without a memory cap there
+        cap = 0
     if cap > 0:
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     body, notes = trim_message(sys.stdin.buffer.read())
