@@ -167,7 +167,7 @@ def _request_id(request: httpx2.Request) -> Any:
 
 
 def _too_large(request: httpx2.Request, what: str) -> bytes:
-    message = f"the server's answer {what} (the bot reads at most {MAX_MESSAGE_BYTES} bytes)"
+    message = f"the server's answer {what} (the bot reads at most {MAX_MESSAGE_BYTES // 2**20} MiB)"
     reply = {
         "jsonrpc": "2.0",
         "id": _request_id(request),
