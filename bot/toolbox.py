@@ -211,6 +211,9 @@ class ToolboxFactory:
             return [], ""
         except (PackUnavailable, TimeoutError) as exc:
             why = str(exc) if isinstance(exc, PackUnavailable) else "it did not answer in time"
+            conn = self.mcp.get(self.provider(team, install.pack))
+            if isinstance(exc, TimeoutError) and conn is not None:
+                conn.mark_down("the server did not answer in time")  # not again next turn
             log.warning("pack_unavailable", extra={"fields": {**fields, "reason": why}})
             return [], (
                 f"The tools of the `{install.pack}` pack are unavailable right now ({why}). "

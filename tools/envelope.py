@@ -13,8 +13,9 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from tools.shrink import shrink
+
 _SEPARATORS = (",", ":")
-_MAX_DEPTH = 32
 
 
 def dumps(value: Any) -> str:
@@ -85,7 +86,7 @@ def fit(data: Any, max_chars: int) -> tuple[str, int, bool]:
     for level in range(10):
         items = max(1, 64 >> level)
         chars = max(16, 2048 >> level)
-        cut = _shrink(data, items, chars, 0)
+        cut = shrink(data, items, chars, 0)
         text = dumps({"ok": True, "data": cut, "truncated": True, "note": note})
         if len(text) <= max_chars:
             return text, size, True
@@ -96,24 +97,3 @@ def fit(data: Any, max_chars: int) -> tuple[str, int, bool]:
         if len(text) <= max_chars or room == 0:
             return text, size, True
         room //= 2
-
-
-def _shrink(value: Any, items: int, chars: int, depth: int) -> Any:
-    if isinstance(value, str):
-        if len(value) <= chars:
-            return value
-        return value[:chars] + f"… (+{len(value) - chars} chars)"
-    if depth >= _MAX_DEPTH:
-        return "…"
-    if isinstance(value, list):
-        out: list[Any] = [_shrink(v, items, chars, depth + 1) for v in value[:items]]
-        if len(value) > items:
-            out.append(f"… {len(value) - items} more items omitted")
-        return out
-    if isinstance(value, dict):
-        keys = list(value)[:items]
-        obj = {k: _shrink(value[k], items, chars, depth + 1) for k in keys}
-        if len(value) > items:
-            obj["…"] = f"{len(value) - items} more keys omitted"
-        return obj
-    return value

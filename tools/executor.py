@@ -283,7 +283,9 @@ class ToolExecutor:
                 fields=fields,
             )
         if tool.check_args is not None:
-            parsed, problems = tool.check_args(parsed)
+            # A server's schema checks the model's arguments: off the loop (jsonschema is
+            # pure Python; a hostile schema's patterns are bounded in tools.mcp.schema).
+            parsed, problems = await asyncio.to_thread(tool.check_args, parsed)
             if problems:
                 listing = "; ".join(f"{k}: {v}" for k, v in problems.items())
                 return _fail(

@@ -53,19 +53,39 @@ class BlockedHost(ToolBusinessError):
     """The address is not one this bot's operator lets tool packs reach. Safe to show."""
 
 
+_NAT64 = (
+    ipaddress.ip_network("64:ff9b::/96"),  # RFC 6052 well-known prefix
+    ipaddress.ip_network("64:ff9b:1::/48"),  # RFC 8215 local-use prefix (IPv4 in the low bits)
+    ipaddress.ip_network("::ffff:0:0:0/96"),  # RFC 2765 "IPv4-translated"
+)
+
+
 def _unwrap(ip: IPAddress) -> IPAddress:
-    """IPv4-mapped/compatible IPv6 (`::ffff:169.254.169.254`) is judged as the IPv4 it holds."""
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return ip.ipv4_mapped
-        if ip.sixtofour is not None:
-            return ip.sixtofour
+    """An IPv6 form that carries an IPv4 address is judged as that IPv4 address: mapped
+    (`::ffff:169.254.169.254`), compatible (`::169.254.169.254`, deprecated but still routed by
+    some stacks), NAT64 (`64:ff9b::169.254.169.254`, which a NAT64 gateway turns into the IPv4
+    metadata address), 6to4 and Teredo. `::` and `::1` stay themselves."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return ip
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip.teredo is not None:
+        return ip.teredo[1]
+    low = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if int(ip) >> 32 == 0 and int(low) > 0xFFFFFF:  # IPv4-compatible, not ::/104 (::, ::1)
+        return low
+    if any(ip in net for net in _NAT64):
+        return low
     return ip
 
 
 def always_blocked(ip: IPAddress) -> bool:
-    ip = _unwrap(ip)
-    return ip.is_unspecified or any(ip in net for net in _ALWAYS_BLOCKED_NETS)
+    inner = _unwrap(ip)
+    return any(
+        a.is_unspecified or any(a in net for net in _ALWAYS_BLOCKED_NETS) for a in (ip, inner)
+    )
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,13 @@ def _policy(
     [
         "http://169.254.169.254/latest/meta-data/",
         "http://[::ffff:169.254.169.254]/",
+        "http://[::169.254.169.254]/",  # IPv4-compatible
+        "http://[::a9fe:a9fe]/",
+        "http://[64:ff9b::169.254.169.254]/",  # NAT64 well-known prefix
+        "http://[64:ff9b:1::a9fe:a9fe]/",  # NAT64 local-use prefix
+        "http://[::ffff:0:169.254.169.254]/",  # IPv4-translated
+        "http://[2002:a9fe:a9fe::1]/",  # 6to4
+        "http://[64:ff9b::100.100.100.200]/",
         "http://[fe80::1]/",
         "http://0.0.0.0:8080/",
         "http://metadata.google.internal/computeMetadata/v1/",
@@ -42,6 +49,20 @@ async def test_metadata_and_link_local_always_refused(url: str) -> None:
     for policy in (_policy(None, multi=False), _policy("0.0.0.0/0,::/0", multi=True)):
         with pytest.raises(BlockedHost):
             await policy.check_url(url)
+
+
+async def test_embedded_ipv4_forms_are_judged_as_their_ipv4() -> None:
+    multi = _policy(None, multi=True)
+    for url in (
+        "http://[::127.0.0.1]/",
+        "http://[64:ff9b::10.0.0.5]/",
+        "http://[::ffff:0:192.168.1.1]/",
+    ):
+        with pytest.raises(BlockedHost, match="private and local"):
+            await multi.check_url(url)
+    await multi.check_url("http://[64:ff9b::93.184.216.34]/")  # NAT64 of a public address
+    # Loopback and unspecified stay themselves (not read as 0.0.0.1 / 0.0.0.0).
+    await _policy(None, multi=False).check_url("http://[::1]:8080/")
 
 
 async def test_multi_tenant_default_is_public_only() -> None:

@@ -8,7 +8,14 @@ the same task); calls from turns go through it concurrently.
 The tool list is cached and refreshed when the server says it changed (the 2025-era
 `notifications/tools/list_changed`, or a 2026-era `subscriptions/listen` stream) or after a TTL.
 A server that cannot be reached is marked down and not retried for `retry_after` seconds, so a
-dead server costs a turn nothing; the next attempt after that reconnects.
+dead server costs a turn nothing; the next attempt after that reconnects. A server that keeps
+failing waits twice as long each time (up to `MAX_RETRY_AFTER`). A connect or listing that is
+cut short by the caller's own deadline (the toolbox gives a turn 8 s per install) counts as a
+failure too: before, a hung server was cancelled before it could be marked down, so every turn
+waited the full 8 s again.
+
+Everything the server sends goes through `tools.mcp.inbound` first: capped in bytes, trimmed
+(tools, parts, texts), parsed off the event loop.
 
 The bearer token goes in one header of this install's HTTP client and nowhere else: never in a
 log line, an error message or anything the model sees. Requests go through the operator's host
@@ -21,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -29,6 +36,7 @@ import httpx2
 import mcp_types as types
 
 from tools.errors import ToolBusinessError, ToolTransientError
+from tools.mcp.inbound import MAX_MESSAGE_BYTES, TOO_LARGE, BoundedTransport
 from tools.netguard import ANY_HOST, BlockedHost, HostPolicy, event_hooks
 
 if TYPE_CHECKING:
@@ -43,7 +51,9 @@ logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 MAX_TOOLS = 128
 MAX_PAGES = 10
+MAX_RETRY_AFTER = 300.0
 Health = Literal["new", "ok", "down"]
+_background: set[asyncio.Task[None]] = set()
 
 
 class ServerDown(Exception):
@@ -72,6 +82,8 @@ def describe_failure(exc: BaseException) -> str:
             return "the server could not be reached"
         if exc.error.code == types.REQUEST_TIMEOUT:
             return "the server did not answer in time"
+        if exc.error.code == TOO_LARGE:
+            return exc.error.message[:200]
         return f"the server refused the session ({exc.error.message[:120]})"
     return f"the session failed ({type(exc).__name__})"
 
@@ -114,6 +126,7 @@ class McpConnection:
         self._lock = asyncio.Lock()
         self.adapted: Any = None  # the pack's cache of Tool objects built from this listing
         self._refused: int | None = None  # the last 401/403 the server answered
+        self.failures = 0  # consecutive failed connects/listings (the retry wait doubles)
 
     @property
     def fingerprint(self) -> tuple[str, str | None]:
@@ -130,9 +143,15 @@ class McpConnection:
             client = self._client
             if client is not None and self._task is not None and not self._task.done():
                 return client
-            if self.health == "down" and self._clock() - self.checked_at < self.retry_after:
+            if self.health == "down" and self._clock() - self.checked_at < self.backoff():
                 raise ServerDown(self.detail)
             return await self._connect()
+
+    def backoff(self) -> float:
+        """Seconds a down server is left alone: `retry_after`, doubled per further failure."""
+        if self.failures <= 1:
+            return self.retry_after
+        return float(min(MAX_RETRY_AFTER, self.retry_after * 2 ** min(self.failures - 1, 16)))
 
     async def _connect(self) -> Client:
         await self._shutdown()
@@ -141,12 +160,18 @@ class McpConnection:
         self._task = asyncio.create_task(self._run(ready, self._stop), name=f"mcp:{self.key}")
         try:
             client = await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
+        except asyncio.CancelledError:
+            # The caller's deadline (or shutdown) came first: a hung server is down all the
+            # same, or the next turn would wait for it again.
+            self._mark_down("the server did not answer in time")
+            self._in_background(self._shutdown())
+            raise
         except (TimeoutError, Exception) as exc:
-            await self._shutdown()
             reason = describe_failure(exc) if not isinstance(exc, ServerDown) else str(exc)
-            self._mark_down(reason)
+            self._mark_down(reason)  # before the shutdown, which may itself be cut short
+            await self._shutdown()
             raise ServerDown(reason) from None
-        self.health, self.detail, self.checked_at = "ok", "", self._clock()
+        self._mark_up()
         return client
 
     async def _run(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
@@ -161,8 +186,11 @@ class McpConnection:
                 headers=headers,
                 event_hooks=hooks,
                 timeout=httpx2.Timeout(30.0, read=300.0),
+                transport=BoundedTransport(httpx2.AsyncHTTPTransport(), self.key),
             ) as http:
-                transport = streamable_http_client(self.url, http_client=http)
+                transport = streamable_http_client(
+                    self.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES + 65_536
+                )
                 async with Client(
                     transport, mode="auto", message_handler=self._on_message, cache=None
                 ) as client:
@@ -209,7 +237,26 @@ class McpConnection:
     def _mark_down(self, reason: str) -> None:
         if self._refused is not None:
             reason = f"the server refused the bot's credentials (HTTP {self._refused})"
+        if self.health != "down" or self.detail != reason or self.failures == 0:
+            log.warning(
+                "mcp_server_down", extra={"fields": {"install": self.key, "reason": reason}}
+            )
+        self.failures += 1
         self.health, self.detail, self.checked_at = "down", reason, self._clock()
+
+    def mark_down(self, reason: str) -> None:
+        """Mark the server down from outside (the toolbox's deadline passed)."""
+        if self.health != "down" or self._clock() - self.checked_at >= self.backoff():
+            self._mark_down(reason)
+
+    def _in_background(self, aw: Coroutine[Any, Any, None]) -> None:
+        """A clean-up the cancelled caller must not wait for (it may take seconds)."""
+        task = asyncio.get_running_loop().create_task(aw)
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+    def _mark_up(self) -> None:
+        self.health, self.detail, self.checked_at, self.failures = "ok", "", self._clock(), 0
 
     async def _note_status(self, response: Any) -> None:
         code = response.status_code
@@ -244,7 +291,11 @@ class McpConnection:
         client = await self.client()
         self._stale = False
         try:
-            listing = await asyncio.wait_for(self._list(client), self.connect_timeout * 2)
+            listing = await asyncio.wait_for(self._list(client), self.connect_timeout)
+        except asyncio.CancelledError:
+            self._mark_down("the server did not list its tools in time")
+            self._in_background(self.close())
+            raise
         except Exception as exc:
             self._mark_down(describe_failure(exc))
             await self.close()
@@ -252,7 +303,7 @@ class McpConnection:
         if listing != self._tools:
             self.version += 1
         self._tools, self._listed_at = listing, self._clock()
-        self.health, self.detail, self.checked_at = "ok", "", self._clock()
+        self._mark_up()
         return listing
 
     async def _list(self, client: Client) -> list[types.Tool]:
@@ -285,6 +336,10 @@ class McpConnection:
                 ) from None
             if exc.error.code == types.INVALID_REQUEST:
                 raise ToolBusinessError("The server refused the request as invalid.") from None
+            if exc.error.code == TOO_LARGE:
+                raise ToolBusinessError(
+                    f"The tool's answer was too large to read ({exc.error.message[:200]})."
+                ) from None
             self._mark_down(describe_failure(exc))
             raise ConnectionError(describe_failure(exc)) from None
         except httpx2.HTTPStatusError as exc:

@@ -6,11 +6,13 @@
 before the call; a tool the server marks read-only (`readOnlyHint`) may be retried after a
 transient failure, anything else is a write (never retried after an unknown outcome, idempotent
 per session and arguments, like every write tool). A result the server flags as an error is a
-business error the model can act on.
+business error the model can act on. Descriptions reach the model quoted as the server's text
+(`SERVER_TEXT`), not as the bot's instructions.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Annotated, Any
@@ -28,6 +30,11 @@ from tools.packs.base import PackEnv, PackUnavailable, ToolPack
 from tools.types import ToolContext
 
 log = logging.getLogger("tools.mcp")
+
+SERVER_TEXT = "Description from MCP server {pack}: “{text}”"
+"""How a tool's description reaches the model: quoted and attributed to the server, so the
+model reads it as the server's words about the tool, not as the bot's instructions (about eight
+tokens per tool; a note per turn would have to sit after the person's message)."""
 
 
 class McpConfig(BaseModel):
@@ -122,6 +129,7 @@ def adapt(
             )
             continue
         desc = (spec.description or spec.title or server_name).strip()[:MAX_DESCRIPTION_CHARS]
+        desc = SERVER_TEXT.format(pack=pack, text=desc)
         read_only = bool(spec.annotations is not None and spec.annotations.read_only_hint)
         schema = {
             "type": "function",
@@ -158,7 +166,8 @@ async def _load(config: McpConfig, env: PackEnv, install: str) -> list[Tool]:
     if isinstance(cached, tuple) and cached[0] == key:
         tools: list[Tool] = cached[1]
         return tools
-    tools = adapt(config.name, listing, conn, config.allowed)
+    # Checking up to 128 server schemas is pure-Python work: in a thread, off the event loop.
+    tools = await asyncio.to_thread(adapt, config.name, listing, conn, config.allowed)
     conn.adapted = (key, tools)
     return tools
 

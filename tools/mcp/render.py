@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tools.mcp.trim import MAX_PARTS
+
 MAX_TEXT = 20_000
 
 
@@ -21,7 +23,7 @@ def _size(b64: str) -> int:
 def render_result(content: list[Any], structured: Any) -> dict[str, Any]:
     texts: list[str] = []
     attachments: list[str] = []
-    for part in content[:100]:
+    for part in content[: MAX_PARTS + 1]:  # + the trimming's "N more parts not shown"
         kind = getattr(part, "type", "")
         if kind == "text":
             texts.append(str(getattr(part, "text", ""))[:MAX_TEXT])

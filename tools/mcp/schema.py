@@ -8,20 +8,45 @@ null for an optional field that does not accept null (the model meant "the defau
 
 Schemas come from a server a team admin pointed at: they are bounded (size, depth) and a schema
 that is not valid JSON Schema drops that tool (with a warning) instead of breaking the turn.
+
+Two things in a schema would let the server reach past its own answer, and both are closed:
+
+- **References to other documents are never resolved.** jsonschema's default registry fetches a
+  remote `$ref` with a blocking `urlopen` (no timeout, outside the host guard) while validating.
+  A schema with a `$ref`/`$dynamicRef` that is not local (`#...`) drops the tool at load, and the
+  validator's registry refuses any retrieval anyway (belt and braces; an unresolvable reference
+  reads as "cannot be checked", never a fetch).
+- **`pattern` runs on the `regex` library with a timeout**, not `re`: the server picks the
+  pattern (`^(a+)+$`), the model picks the string, and `re` backtracks exponentially while
+  holding the GIL. Each search has a short timeout and one argument check has a total budget;
+  a search that runs out counts as "does not match" (the call is refused with that field named),
+  never as a pass. The same goes for `patternProperties` keys. Patterns that `regex` cannot
+  compile drop the tool at load.
 """
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import regex
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.validators import extend
+from referencing import Registry, Resource
+from referencing.exceptions import NoSuchResource, Unresolvable
 
 MAX_SCHEMA_CHARS = 16_000
 MAX_DESCRIPTION_CHARS = 1_024
 _DROP_KEYS = frozenset({"$schema", "title", "$id", "examples"})
+
+PATTERN_TIMEOUT = 0.05  # seconds one `pattern` search may take
+CHECK_BUDGET = 0.25  # seconds all pattern searches of one argument check may take together
+_REF_KEYS = ("$ref", "$dynamicRef")
 
 ArgsCheck = Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, str]]]
 
@@ -45,7 +70,93 @@ def model_schema(raw: Any) -> dict[str, Any]:
         Draft202012Validator.check_schema(cleaned)
     except SchemaError as exc:
         raise BadSchema(f"input schema is not valid JSON Schema ({exc.message[:120]})") from None
+    _check_refs_and_patterns(cleaned, "")
     return cleaned
+
+
+def _check_refs_and_patterns(node: Any, key: str) -> None:
+    """Refuse non-local references and patterns `regex` cannot compile (at load, once)."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k in _REF_KEYS and isinstance(v, str) and not v.startswith("#"):
+                raise BadSchema(
+                    "input schema refers to another document; remote references are never fetched"
+                )
+            if k == "pattern" and isinstance(v, str) and key != "properties":
+                _compile_or_refuse(v)
+            if k == "patternProperties" and isinstance(v, dict):
+                for p in v:
+                    _compile_or_refuse(p)
+            _check_refs_and_patterns(v, k)
+    elif isinstance(node, list):
+        for v in node:
+            _check_refs_and_patterns(v, key)
+
+
+def _compile_or_refuse(pattern: str) -> None:
+    try:
+        _compiled(pattern)
+    except (regex.error, TypeError, ValueError, OverflowError):
+        raise BadSchema("input schema has a pattern that cannot be compiled") from None
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled(pattern: str) -> Any:
+    return regex.compile(pattern)
+
+
+def _refuse_retrieval(uri: str) -> Resource[Any]:
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
+
+
+_NO_FETCH: Registry[Any] = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
+"""Resolves only within the schema (and jsonschema's bundled metaschemas); fetches nothing."""
+
+_deadline: contextvars.ContextVar[float] = contextvars.ContextVar("pattern_deadline", default=0.0)
+
+
+def _search(pattern: str, text: str) -> bool | None:
+    """Does `pattern` match somewhere in `text`? None when it could not tell in time."""
+    left = _deadline.get() - time.monotonic()
+    if left <= 0:
+        return None
+    try:
+        return (
+            _compiled(pattern).search(text, timeout=min(PATTERN_TIMEOUT, left), concurrent=True)
+            is not None
+        )
+    except TimeoutError:
+        _deadline.set(0.0)  # one slow search spends the rest of the budget: stop trying
+        return None
+    except (regex.error, TypeError, ValueError, OverflowError):
+        return None
+
+
+def _pattern(validator: Any, patrn: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _search(str(patrn), instance):
+        yield ValidationError("does not match the pattern")
+
+
+def _pattern_properties(
+    validator: Any, pattern_properties: Any, instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in pattern_properties.items():
+        for k, v in instance.items():
+            found = _search(str(pattern), str(k))
+            if found is None:
+                yield ValidationError(
+                    f"key {k[:40]!r} could not be checked", validator="additionalProperties"
+                )
+            elif found:
+                yield from validator.descend(v, subschema, path=k, schema_path=pattern)
+
+
+_Validator = extend(
+    Draft202012Validator,
+    validators={"pattern": _pattern, "patternProperties": _pattern_properties},
+)
 
 
 def _clean(node: Any, depth: int) -> Any:
@@ -64,12 +175,19 @@ def _clean(node: Any, depth: int) -> Any:
 
 def checker(schema: dict[str, Any]) -> ArgsCheck:
     """`check(args) -> (coerced args, {field: problem})` for one tool's schema."""
-    validator = Draft202012Validator(schema)
+    validator = _Validator(schema, registry=_NO_FETCH)
 
     def check(args: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         fixed = _coerce(args, schema)
         problems: dict[str, str] = {}
-        for err in sorted(validator.iter_errors(fixed), key=lambda e: list(e.path)):
+        token = _deadline.set(time.monotonic() + CHECK_BUDGET)
+        try:
+            errors = sorted(validator.iter_errors(fixed), key=lambda e: [str(p) for p in e.path])
+        except Unresolvable:
+            return fixed, {"arguments": "cannot be checked (the tool's schema has a broken $ref)"}
+        finally:
+            _deadline.reset(token)
+        for err in errors:
             for path, message in _describe(err, schema):
                 problems.setdefault(path, message)
             if len(problems) >= 20:
