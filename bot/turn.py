@@ -25,6 +25,7 @@ from bot.files.vision import Vision
 from bot.keys import SessionKey
 from bot.memory.context import ContextBuilder, MemoryView
 from bot.memory.episodic.excerpts import message_meta
+from bot.memory.heard import Earlier
 from bot.memory.prompts import FINAL_ANSWER_NOTE
 from bot.memory.render import (
     PRIVATE_TOOLS,
@@ -97,6 +98,13 @@ class Recall(Protocol):
     ) -> Recalled: ...
 
 
+class Heard(Protocol):
+    """The earlier messages of a message's place, from the record of what the bot heard there
+    (`bot.memory.heard.Hearing.earlier`). Never raises."""
+
+    async def __call__(self, msg: IncomingMessage, history: Sequence[StoredMessage]) -> Earlier: ...
+
+
 class Toolbox(Protocol):
     """The tools offered in one turn (built-ins + the team's installed packs)."""
 
@@ -147,8 +155,10 @@ class TurnRunner:
         file_limits: FileLimits | None = None,
         vision: Vision | None = None,
         recall: Recall | None = None,
+        heard: Heard | None = None,
     ) -> None:
         self.recall = recall
+        self.heard = heard
         self.model = model
         self.memory = memory
         self.facts = facts
@@ -239,10 +249,19 @@ class TurnRunner:
         used = {c["function"]["name"] for m in history for c in (m.tool_calls or [])}
         await toolbox.prepare(msg.text, earlier[-3:], used)  # many tools: the relevant ones
         recalled = Recalled()
+        said_before = Earlier()
         if prior is not None:
             recalled = Recalled(text=prior.recalled)  # as sent the first time (stored with it)
+            if self.heard is not None:
+                said_before = await self.heard(msg, history)
+        elif self.recall is not None and self.heard is not None:
+            recalled, said_before = await asyncio.gather(
+                self.recall(msg, history, self.builder.recall_tokens), self.heard(msg, history)
+            )
         elif self.recall is not None:
             recalled = await self.recall(msg, history, self.builder.recall_tokens)
+        elif self.heard is not None:
+            said_before = await self.heard(msg, history)
         schemas = toolbox.schemas()
         tools_tokens = self.builder.counter.tools(schemas)
         tools_rejected = False
@@ -280,6 +299,7 @@ class TurnRunner:
             history=history,
             speaker=person.id,
             recalled=recalled.text,
+            heard=said_before.text,
         )
         content = files.content(msg.text) if files else msg.text
         current: list[dict[str, Any]] = [{"role": "user", "content": content}]
