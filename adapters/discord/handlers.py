@@ -37,6 +37,7 @@ from adapters.common.loadguard import LoopGuard
 from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
 from adapters.discord.config import DiscordConfig
+from adapters.discord.heard import earlier_fetcher, hear_message
 from adapters.discord.normalize import mentions_bot, readable_text, thread_name
 from adapters.discord.sink import DiscordReplySink
 from bot import metrics
@@ -162,6 +163,7 @@ class DiscordHandlers:
         return Route("reply", guild, str(channel.id), None)
 
     async def on_message(self, message: discord.Message, me: discord.ClientUser) -> None:
+        hear_message(self.core, message, me)  # kept for later mentions here (bot.memory.heard)
         route = self.route(message, me)
         if route is None:
             return
@@ -429,6 +431,7 @@ class DiscordHandlers:
             thread_is_place=isinstance(message.channel, discord.Thread)
             and message.channel.type == discord.ChannelType.private_thread,
             attachments=tuple(_attachment(a) for a in message.attachments),
+            earlier=earlier_fetcher(message, me),  # asked only when the record has no coverage
         )
         sink = DiscordReplySink(
             target=target,

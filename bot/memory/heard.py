@@ -10,8 +10,9 @@ is answered and stored). A turn reads the record before it asks the platform: Sl
 a minute, 15 messages) since 2025.
 
 Decisions (the demanding user's and operator's):
-- Bounds: see `bot.stores.heard` (a place keeps its newest 200 records, none older than 7 days,
-  200,000 in all; texts cut at 2,000 characters, ten file names). A turn shows at most
+- Bounds: see `bot.stores.heard` (a place keeps its newest 200 records, none kept longer than 7
+  days nor shown to a mention more than 7 days after it was said, 200,000 in all; texts cut at
+  2,000 characters, ten file names). A turn shows at most
   `CONTEXT_LIMIT` of them, newest kept, within `CONTEXT_CHARS` characters.
 - The hot path is an append to a bounded in-process list (`MAX_PENDING`; past it the oldest
   waiting records are dropped and counted): a background task writes them in batches every
@@ -224,28 +225,25 @@ class Hearing:
     async def _earlier(
         self, msg: IncomingMessage, history: Sequence[StoredMessage], audiences: tuple[str, ...]
     ) -> Earlier:
-        now = self.clock()
-        at = msg.sent_at.timestamp() if msg.sent_at is not None else now
+        # The platform's time of the mention: the records are read by the same clock.
+        at = msg.sent_at.timestamp() if msg.sent_at is not None else None
+        at = at or id_time(msg.platform, str(msg.message_id)) or self.clock()
         in_thread = bool(msg.thread) and msg.thread != msg.message_id
         thread = str(msg.thread) if in_thread else ""
         if self._pending or self._marks:
             await self.flush()
         fetched = False
+        records = await self._read(msg, thread, audiences, at)
         covered = await self.covers(msg.platform, msg.team, msg.channel, thread, at=at)
+        if not covered and not thread and any(r.message_id != msg.message_id for r in records):
+            # Heard from the very instant of the mention, with something said in that instant
+            # before it (platform times are coarse: Discord's are milliseconds).
+            since = await self.store.since(msg.platform, msg.team, msg.channel, "")
+            covered = since is not None and since <= at
         if not covered and msg.earlier is not None:
-            fetched = await self._fetch(msg, thread, now)
-        args = (msg.platform, msg.team, msg.channel)
-        records = await self.store.recent(
-            *args, thread, audiences=audiences, before=at, after=now - MAX_AGE, limit=CONTEXT_LIMIT
-        )
-        if in_thread and not any(r.message_id == thread for r in records):
-            # The thread's first message, heard at the channel's top level.
-            root = [
-                r
-                for r in await self.store.find(*args, [thread])
-                if r.audience in audiences and now - MAX_AGE < r.at < at
-            ]
-            records = root[:1] + records[-(CONTEXT_LIMIT - 1) :]
+            fetched = await self._fetch(msg, thread, at)
+            if fetched:
+                records = await self._read(msg, thread, audiences, at)
         known = {str(m.meta.get("message_id")) for m in history if m.meta.get("message_id")}
         known.add(str(msg.message_id))
         shown = [r for r in records if r.message_id not in known]
@@ -255,13 +253,31 @@ class Hearing:
         ).inc()
         return Earlier(text=text, records=tuple(shown), fetched=fetched)
 
+    async def _read(
+        self, msg: IncomingMessage, thread: str, audiences: tuple[str, ...], at: float
+    ) -> list[HeardMessage]:
+        """The place's records up to the mention's time, the thread's first message first."""
+        args = (msg.platform, msg.team, msg.channel)
+        records = await self.store.recent(
+            *args, thread, audiences=audiences, before=at, after=at - MAX_AGE, limit=CONTEXT_LIMIT
+        )
+        if thread and not any(r.message_id == thread for r in records):
+            # The thread's first message, heard at the channel's top level.
+            root = [
+                r
+                for r in await self.store.find(*args, [thread])
+                if r.audience in audiences and at - MAX_AGE < r.at <= at
+            ]
+            records = root[:1] + records[-(CONTEXT_LIMIT - 1) :]
+        return records
+
     async def covers(
         self, platform: str, team: str, channel: str, thread: str, *, at: float | None = None
     ) -> bool:
         """Whether the record holds every message of the thread (or, for thread "", of the
-        channel before `at`): heard since before it began, or fetched once already."""
-        now = self.clock()
-        at = now if at is None else at
+        channel before `at`, the platform's time of the mention; now when not given): heard
+        since before it began, or fetched once already."""
+        at = self.clock() if at is None else at
         channel_since = await self.store.since(platform, team, channel, "")
         waiting = self._marks.get((f"{platform}:{team}", channel, ""))
         if waiting is not None:
@@ -275,10 +291,10 @@ class Hearing:
             channel_since is not None
             and started is not None
             and channel_since <= started
-            and started > now - MAX_AGE
+            and started > at - MAX_AGE
         )
 
-    async def _fetch(self, msg: IncomingMessage, thread: str, now: float) -> bool:
+    async def _fetch(self, msg: IncomingMessage, thread: str, at: float) -> bool:
         """Ask the platform once; record what it gives (as this place's, with its audience) and
         mark the place covered from now on. False when the platform could not be asked."""
         assert msg.earlier is not None
@@ -309,7 +325,8 @@ class Hearing:
         ]
         async with self._lock:
             await self.store.add(records)
-            await self.store.mark([Mark(msg.platform, msg.team, msg.channel, thread, now)])
+            # Everything before the mention that matters was given; all after it is heard.
+            await self.store.mark([Mark(msg.platform, msg.team, msg.channel, thread, at)])
         return True
 
     # --- erasure (`bot.memory.erasure`) -------------------------------------------------------

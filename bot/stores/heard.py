@@ -6,8 +6,10 @@ Bounds, whatever arrives (decided here; the README of the record is `bot.memory.
 - a record's text is cut at `MAX_TEXT` characters (marked), at most `MAX_FILES` file names of
   `MAX_NAME` characters each, ids of at most `MAX_ID` characters (longer ones are refused);
 - a place (a channel's top level, or one thread) keeps its newest `PER_PLACE` records;
-- no record older than `MAX_AGE` seconds (by the platform's time of the message) is read, and
-  `prune` deletes them; the whole store keeps its newest `MAX_TOTAL` records.
+- a reader asks for records at most `MAX_AGE` seconds older than the mention (by the platform's
+  times, so a platform clock that is off does not hide them), and `prune` deletes those kept
+  longer than `MAX_AGE` (by this host's clock, when they were written); the whole store keeps
+  the `MAX_TOTAL` written last.
 
 Coverage marks say since when the record holds every message of a place: a channel's (thread
 "") from the first message heard there, a thread's from the moment it was fetched from the
@@ -101,7 +103,7 @@ class HeardStore(Protocol):
         limit: int,
     ) -> list[HeardMessage]:
         """The newest `limit` records of the place with an audience among `audiences` and a
-        time in (after, before), oldest first."""
+        time in (after, before], oldest first (those of one instant by message id)."""
 
     async def find(
         self, platform: str, team: str, channel: str | None, message_ids: Sequence[str]
@@ -125,7 +127,8 @@ class HeardStore(Protocol):
         """The team's records written by bots, in `page_key` order after `after`."""
 
     async def prune(self, now: float) -> int:
-        """Delete the records older than `MAX_AGE` and those past `MAX_TOTAL` (oldest first)."""
+        """Delete the records written more than `MAX_AGE` seconds before `now`, and those past
+        `MAX_TOTAL` (the earliest written first); how many went."""
 
     async def count(self) -> int: ...
 

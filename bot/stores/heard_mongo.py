@@ -4,6 +4,7 @@ heard twice (two replicas, a fetch after hearing) is one document."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,7 +22,7 @@ def _team(platform: str, team: str) -> str:
     return f"{platform}:{team}"
 
 
-def _doc(m: HeardMessage) -> Doc:
+def _doc(m: HeardMessage, stored: float = 0.0) -> Doc:
     team = _team(m.platform, m.team)
     return {
         "_id": f"{team}|{m.channel}|{m.message_id}",
@@ -34,6 +35,7 @@ def _doc(m: HeardMessage) -> Doc:
         "audience": m.audience,
         "at": float(m.at),
         "pkey": page_key(m),
+        "stored": stored,
         "text": m.text,
         "name": m.name,
         "files": list(m.files),
@@ -58,7 +60,7 @@ def _record(doc: Doc) -> HeardMessage:
     )
 
 
-_ORDER = [("at", ASCENDING), ("_id", ASCENDING)]
+_ORDER = [("at", ASCENDING), ("message_id", ASCENDING)]
 
 
 class MongoHeardStore:
@@ -85,11 +87,12 @@ class MongoHeardStore:
             await heard.create_index([("team", ASCENDING), ("author", ASCENDING)])
             await heard.create_index([("team", ASCENDING), ("message_id", ASCENDING)])
             await heard.create_index([("team", ASCENDING), ("bot", ASCENDING), ("pkey", ASCENDING)])
-            await heard.create_index("at")
+            await heard.create_index("stored")
         return made
 
     async def add(self, records: Sequence[HeardMessage]) -> int:
-        docs = [_doc(m) for m in records]
+        stored = time.time()
+        docs = [_doc(m, stored) for m in records]
         if not docs:
             return 0
         with _unavailable("heard add"):
@@ -102,17 +105,16 @@ class MongoHeardStore:
             ):
                 place = {"team": team, "channel": channel, "thread": thread}
                 edge = await (
-                    self._heard.find(place, {"at": 1})
-                    .sort([("at", DESCENDING), ("_id", DESCENDING)])
+                    self._heard.find(place, {"at": 1, "message_id": 1})
+                    .sort([("at", DESCENDING), ("message_id", DESCENDING)])
                     .skip(PER_PLACE)
                     .limit(1)
                     .to_list()
                 )
                 if edge:
-                    at, key = edge[0]["at"], edge[0]["_id"]
-                    await self._heard.delete_many(
-                        {**place, "$or": [{"at": {"$lt": at}}, {"at": at, "_id": {"$lte": key}}]}
-                    )
+                    at, key = edge[0]["at"], edge[0]["message_id"]
+                    older = [{"at": {"$lt": at}}, {"at": at, "message_id": {"$lte": key}}]
+                    await self._heard.delete_many({**place, "$or": older})
         return len(docs)
 
     async def mark(self, marks: Sequence[Mark]) -> None:
@@ -158,13 +160,13 @@ class MongoHeardStore:
             "team": _team(platform, team),
             "channel": channel,
             "thread": thread,
-            "at": {"$gt": after, "$lt": before},
+            "at": {"$gt": after, "$lte": before},
             "audience": {"$in": list(audiences)},
         }
         with _unavailable("heard recent"):
             docs = await (
                 self._heard.find(query)
-                .sort([("at", DESCENDING), ("_id", DESCENDING)])
+                .sort([("at", DESCENDING), ("message_id", DESCENDING)])
                 .limit(limit)
                 .to_list()
             )
@@ -231,14 +233,17 @@ class MongoHeardStore:
 
     async def prune(self, now: float) -> int:
         with _unavailable("heard prune"):
-            gone = (await self._heard.delete_many({"at": {"$lt": now - MAX_AGE}})).deleted_count
+            old = {"stored": {"$lt": now - MAX_AGE}}
+            gone = (await self._heard.delete_many(old)).deleted_count
             edge = await (
-                self._heard.find({}, {"at": 1}).sort("at", DESCENDING).skip(MAX_TOTAL).limit(1)
+                self._heard.find({}, {"stored": 1})
+                .sort("stored", DESCENDING)
+                .skip(MAX_TOTAL)
+                .limit(1)
             ).to_list()
             if edge:
-                gone += (
-                    await self._heard.delete_many({"at": {"$lte": edge[0]["at"]}})
-                ).deleted_count
+                past = {"stored": {"$lte": edge[0]["stored"]}}
+                gone += (await self._heard.delete_many(past)).deleted_count
         return int(gone)
 
     async def count(self) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,13 +30,14 @@ CREATE TABLE IF NOT EXISTS heard (
     audience TEXT NOT NULL,
     at REAL NOT NULL,
     pkey TEXT NOT NULL,
+    stored REAL NOT NULL,
     doc TEXT NOT NULL,
     UNIQUE (team, channel, message_id)
 );
 CREATE INDEX IF NOT EXISTS heard_place ON heard (team, channel, thread, at);
 CREATE INDEX IF NOT EXISTS heard_author ON heard (team, author);
 CREATE INDEX IF NOT EXISTS heard_team_id ON heard (team, message_id);
-CREATE INDEX IF NOT EXISTS heard_at ON heard (at);
+CREATE INDEX IF NOT EXISTS heard_stored ON heard (stored);
 CREATE INDEX IF NOT EXISTS heard_bots ON heard (team, bot, pkey);
 CREATE TABLE IF NOT EXISTS heard_marks (
     team TEXT NOT NULL,
@@ -52,7 +54,7 @@ def _team(platform: str, team: str) -> str:
     return f"{platform}:{team}"
 
 
-def _row(m: HeardMessage) -> tuple[Any, ...]:
+def _row(m: HeardMessage, stored: float = 0.0) -> tuple[Any, ...]:
     doc = json.dumps(
         {"text": m.text, "name": m.name, "files": list(m.files)},
         ensure_ascii=False,
@@ -68,6 +70,7 @@ def _row(m: HeardMessage) -> tuple[Any, ...]:
         m.audience,
         float(m.at),
         page_key(m),
+        stored,
         doc,
     )
 
@@ -118,7 +121,8 @@ class SqliteHeardStore:
         return self._db.path
 
     async def add(self, records: Sequence[HeardMessage]) -> int:
-        rows = [_row(m) for m in records]
+        stored = time.time()
+        rows = [_row(m, stored) for m in records]
         if not rows:
             return 0
         places = sorted({(r[0], r[1], r[2]) for r in rows})
@@ -127,24 +131,24 @@ class SqliteHeardStore:
             with transaction(conn):
                 conn.executemany(
                     "INSERT INTO heard (team, channel, thread, message_id, author, bot, audience, "
-                    "at, pkey, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "at, pkey, stored, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT (team, channel, message_id) DO UPDATE SET "
                     "thread = excluded.thread, author = excluded.author, bot = excluded.bot, "
                     "audience = excluded.audience, at = excluded.at, pkey = excluded.pkey, "
-                    "doc = excluded.doc",
+                    "stored = excluded.stored, doc = excluded.doc",
                     rows,
                 )
                 for team, channel, thread in places:
                     # One index seek: the newest record past the place's bound, if any.
                     edge = conn.execute(
-                        "SELECT at, n FROM heard WHERE team = ? AND channel = ? AND thread = ? "
-                        "ORDER BY at DESC, n DESC LIMIT 1 OFFSET ?",
+                        "SELECT at, message_id FROM heard WHERE team = ? AND channel = ? "
+                        "AND thread = ? ORDER BY at DESC, message_id DESC LIMIT 1 OFFSET ?",
                         (team, channel, thread, PER_PLACE),
                     ).fetchone()
                     if edge is not None:
                         conn.execute(
                             "DELETE FROM heard WHERE team = ? AND channel = ? AND thread = ? "
-                            "AND (at < ? OR (at = ? AND n <= ?))",
+                            "AND (at < ? OR (at = ? AND message_id <= ?))",
                             (team, channel, thread, edge[0], edge[0], edge[1]),
                         )
             return len(rows)
@@ -197,8 +201,8 @@ class SqliteHeardStore:
         rows = await self._db.call(
             lambda conn: conn.execute(
                 f"SELECT {_COLUMNS} FROM heard WHERE team = ? AND channel = ? AND thread = ? "
-                f"AND at > ? AND at < ? AND audience IN ({_in(audiences)}) "
-                "ORDER BY at DESC, n DESC LIMIT ?",
+                f"AND at > ? AND at <= ? AND audience IN ({_in(audiences)}) "
+                "ORDER BY at DESC, message_id DESC LIMIT ?",
                 args,
             ).fetchall()
         )
@@ -222,7 +226,7 @@ class SqliteHeardStore:
         where, args = self._where_ids(platform, team, channel, message_ids)
         rows = await self._db.call(
             lambda conn: conn.execute(
-                f"SELECT {_COLUMNS} FROM heard WHERE {where} ORDER BY at, n", args
+                f"SELECT {_COLUMNS} FROM heard WHERE {where} ORDER BY at, message_id", args
             ).fetchall()
         )
         return [_record(r) for r in rows]
@@ -238,7 +242,7 @@ class SqliteHeardStore:
         )
 
     async def rewrite(self, records: Sequence[HeardMessage]) -> int:
-        rows = [(r[9], r[0], r[1], r[3]) for r in (_row(m) for m in records)]
+        rows = [(r[10], r[0], r[1], r[3]) for r in (_row(m) for m in records)]
         if not rows:
             return 0
 
@@ -258,7 +262,8 @@ class SqliteHeardStore:
     async def by_author(self, platform: str, team: str, author: str) -> list[HeardMessage]:
         rows = await self._db.call(
             lambda conn: conn.execute(
-                f"SELECT {_COLUMNS} FROM heard WHERE team = ? AND author = ? ORDER BY at, n",
+                f"SELECT {_COLUMNS} FROM heard WHERE team = ? AND author = ? "
+                "ORDER BY at, message_id",
                 (_team(platform, team), author),
             ).fetchall()
         )
@@ -289,12 +294,12 @@ class SqliteHeardStore:
     async def prune(self, now: float) -> int:
         def run(conn: sqlite3.Connection) -> int:
             with transaction(conn):
-                gone = conn.execute("DELETE FROM heard WHERE at < ?", (now - MAX_AGE,)).rowcount
+                gone = conn.execute("DELETE FROM heard WHERE stored < ?", (now - MAX_AGE,)).rowcount
                 edge = conn.execute(
-                    "SELECT at FROM heard ORDER BY at DESC LIMIT 1 OFFSET ?", (MAX_TOTAL,)
+                    "SELECT stored FROM heard ORDER BY stored DESC LIMIT 1 OFFSET ?", (MAX_TOTAL,)
                 ).fetchone()
                 if edge is not None:
-                    gone += conn.execute("DELETE FROM heard WHERE at <= ?", (edge[0],)).rowcount
+                    gone += conn.execute("DELETE FROM heard WHERE stored <= ?", (edge[0],)).rowcount
             return int(gone)
 
         return await self._db.call(run)
