@@ -243,6 +243,10 @@ class BotApp(ServesInbox):
         if self.heard is not None:
             self.heard.hear(message)
 
+    def heard_changed(self, ref: MessageRef, text: str | None) -> None:
+        if self.heard is not None:
+            self.heard.change_later(ref, text)
+
     async def heard_all(self, session: SessionKey) -> bool:
         if self.heard is None or not session.thread:
             return False

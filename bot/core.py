@@ -60,6 +60,10 @@ class Hears(Protocol):
     def hear(self, message: HeardMessage) -> None:
         """Keep this message for later mentions in its place. Never raises, never waits."""
 
+    def heard_changed(self, ref: MessageRef, text: str | None) -> None:
+        """A message of the record was deleted (`text` None) or edited on the platform: applied
+        in the background, in order with what was heard. Never raises, never waits."""
+
     async def heard_all(self, session: SessionKey) -> bool:
         """True when the record holds every message of this thread (heard since it began), so
         an adapter need not ask the platform who posted there. Never raises."""
@@ -69,6 +73,12 @@ def hear(core: object, message: HeardMessage) -> None:
     """Hand a heard message to the core if it keeps them (adapters' one call)."""
     if isinstance(core, Hears):
         core.hear(message)
+
+
+def heard_changed(core: object, ref: MessageRef, text: str | None) -> None:
+    """`Hears.heard_changed` when the core keeps heard messages."""
+    if isinstance(core, Hears):
+        core.heard_changed(ref, text)
 
 
 async def heard_all(core: object, session: SessionKey) -> bool:

@@ -6,7 +6,8 @@ Every `message` event of a channel the app is in arrives (the `message.channels`
 `.mpim` subscriptions); each becomes a `HeardMessage` before the event is acked: pure, no I/O,
 the text bounded before it is read. Recorded: people's messages and other bots' posts (files by
 name); not the bot's own (its conversations hold them), not DMs (every DM is answered and
-stored), not changes (`message_changed` / `message_deleted`: applied through the inbox), not
+stored), not the bot's own, not changes (`message_changed` / `message_deleted`: applied to the
+record at once, `heard_change`), not
 the `app_mention` copy of a message (its `message` copy is recorded). A channel's audience
 comes from the event's `channel_type` (`channel`: public; anything else: that place only).
 
@@ -21,8 +22,8 @@ from typing import Any
 
 from adapters.slack.normalize import normalize_text
 from bot.audience import Audience
-from bot.core import hear
-from bot.messages import HeardMessage
+from bot.core import hear, heard_changed
+from bot.messages import HeardMessage, MessageRef
 from bot.stores.heard import MAX_TEXT
 
 PLATFORM = "slack"
@@ -30,6 +31,7 @@ PLATFORM = "slack"
 _SAID = frozenset({None, "file_share", "thread_broadcast", "me_message", "bot_message"})
 _RAW_TEXT = MAX_TEXT * 2  # read at most this much of an event's text
 _MAX_FILES = 20
+_CHANGES = frozenset({"message_deleted", "message_changed"})
 
 
 def _name(event: Mapping[str, Any]) -> str | None:
@@ -113,6 +115,34 @@ def heard_message(
     )
 
 
+def heard_change(
+    event: Mapping[str, Any], *, team: str, bot_user_id: str | None
+) -> tuple[MessageRef, str | None] | None:
+    """A `message_deleted` / `message_changed` event as a change to the record: the message
+    and, for an edit, its new text (None: deleted; a thread parent's tombstone is a delete).
+    People's changes also reach the core through the inbox (`BotCore.message_deleted`); this
+    one covers other bots' posts too, at once."""
+    subtype = event.get("subtype")
+    channel = event.get("channel")
+    if subtype not in _CHANGES or not isinstance(channel, str) or not team:
+        return None
+    after = event.get("message")
+    after = after if isinstance(after, Mapping) else {}
+    if subtype == "message_deleted":
+        ts = event.get("deleted_ts")
+        text: str | None = None
+    elif after.get("subtype") == "tombstone":
+        ts, text = after.get("ts"), None
+    else:
+        ts, raw = after.get("ts"), after.get("text")
+        if not isinstance(raw, str):
+            return None
+        text = normalize_text(raw[:_RAW_TEXT], bot_user_id=bot_user_id)
+    if not isinstance(ts, str) or not ts:
+        return None
+    return MessageRef(PLATFORM, team, (ts,), channel=channel), text
+
+
 def hear_event(
     core: object,
     event: Mapping[str, Any],
@@ -121,7 +151,13 @@ def hear_event(
     bot_user_id: str | None,
     bot_id: str | None,
 ) -> None:
-    """The handlers' one call: record the event if it is a message heard in a channel."""
+    """The handlers' one call: record the event if it is a message heard in a channel, or
+    apply it to the record if it deletes or edits one."""
+    if event.get("subtype") in _CHANGES:
+        change = heard_change(event, team=team, bot_user_id=bot_user_id)
+        if change is not None:
+            heard_changed(core, *change)
+        return
     record = heard_message(event, team=team, bot_user_id=bot_user_id, bot_id=bot_id)
     if record is not None:
         hear(core, record)

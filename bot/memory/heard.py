@@ -45,12 +45,13 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from bot import metrics
 from bot.audience import PUBLIC, Audience
 from bot.keys import PersonKey, TeamKey
 from bot.memory.copies import WordCutter
-from bot.messages import HeardMessage, IncomingMessage, MessageRef
+from bot.messages import MAX_REF_IDS, HeardMessage, IncomingMessage, MessageRef
 from bot.stores.heard import MAX_AGE, HeardStore, Mark, bounded, page_key
 from bot.stores.protocols import StoreUnavailable
 from bot.stores.records import StoredMessage
@@ -125,6 +126,7 @@ class Hearing:
         self._timer: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
         self._next_prune = 0.0
+        self._changes: set[asyncio.Task[Any]] = set()
         self.dropped = 0
 
     # --- the hot path -------------------------------------------------------------------------
@@ -152,6 +154,28 @@ class Hearing:
             with contextlib.suppress(RuntimeError):  # no running loop: written at the next flush
                 loop = asyncio.get_running_loop()
                 self._timer = loop.call_later(self.flush_delay, self._spawn_flush)
+
+    def change_later(self, ref: MessageRef, text: str | None) -> None:
+        """A platform delete (`text` None) or edit seen as it arrives: applied in the
+        background (after what was heard before it: the record's lock keeps the order)."""
+        ids = [i for i in ref.message_ids[:MAX_REF_IDS] if isinstance(i, str) and i]
+        if not ids:
+            return
+        change = self.deleted(ref, ids) if text is None else self.edited(ref, ids, text)
+        try:
+            task = asyncio.ensure_future(change)
+        except RuntimeError:  # no running loop
+            change.close()
+            return
+        self._changes.add(task)
+        task.add_done_callback(self._changed)
+
+    def _changed(self, task: asyncio.Task[Any]) -> None:
+        self._changes.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning(
+                "heard_change_failed", extra={"fields": {"error": type(task.exception()).__name__}}
+            )
 
     def _spawn_flush(self) -> None:
         self._timer = None
@@ -194,7 +218,13 @@ class Hearing:
         async with self._lock:
             await self.store.clear_marks()
 
+    async def settled(self) -> None:
+        """Until the platform changes seen so far are applied (tests wait on it)."""
+        while self._changes:
+            await asyncio.wait(set(self._changes))
+
     async def close(self) -> None:
+        await self.settled()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

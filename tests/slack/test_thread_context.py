@@ -11,7 +11,7 @@ from typing import Any
 from bot.app import BotApp
 from bot.memory.audit import audit
 from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack_api import FakeSlack, message_changed_event, message_deleted_event
 from tests.slack.conftest import StartHarness
 from tests.slack.harness import HANDLED, SlackHarness, new_ts
 
@@ -196,3 +196,45 @@ async def test_a_deleted_message_leaves_the_record_and_edits_change_it(
     assert "31337" not in request and "costs were 250" in request
     assert "costs were 100" not in request
     assert await audit(phrase="31337", store=app.store, cache=app.cache) == []
+
+
+async def test_another_bots_deleted_post_leaves_the_record_at_once(
+    start_harness: StartHarness, make_app: Any, fake_openai: FakeOpenAI, fake_slack: FakeSlack
+) -> None:
+    """The bot never answers other bots, so their deletes never reach a turn's inbox entry:
+    the record applies them as they arrive."""
+    app, slack = await start(start_harness, make_app)
+    root = await slack.channel_message("incident channel", user="U2")
+    posted = await bot_post(slack, "alert: db password leaked hunter2-77", thread_ts=root)
+    kept = await bot_post(slack, "alert: disk at 91%", thread_ts=root)
+    event = message_deleted_event(
+        posted, channel="C1", user="U2", text="", event_ts=new_ts(), thread_ts=root
+    )
+    event["previous_message"] = {
+        "type": "message",
+        "subtype": "bot_message",
+        "bot_id": "B0OTHER",
+        "ts": posted,
+        "thread_ts": root,
+        "text": "alert: db password leaked hunter2-77",
+    }
+    await slack.send_event(event)
+    edit = message_changed_event(
+        kept,
+        channel="C1",
+        user="U2",
+        old_text="alert: disk at 91%",
+        new_text="alert: disk at 97%",
+        event_ts=new_ts(),
+        thread_ts=root,
+    )
+    await slack.send_event(edit)
+    assert app.heard is not None
+    await app.heard.settled()
+
+    asked = await slack.mention("status?", user="U1", thread_ts=root)
+    await slack.wait_done(asked, timeout=10)
+    request = asked_with(fake_openai, "status?")
+    assert "hunter2-77" not in request and "disk at 97%" in request
+    assert "disk at 91%" not in request
+    assert await audit(phrase="hunter2-77", store=app.store, cache=app.cache) == []
