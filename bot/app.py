@@ -162,6 +162,8 @@ class BotApp(ServesInbox):
         )
         self.commands.eraser.heard = heard
         self.changes.heard = heard
+        if heard is not None:
+            heard.apply_change = self._apply_heard_change
         if isinstance(inbox, SqliteInbox):  # its WAL holds handled messages until compacted
             self.commands.eraser.tiers.append(inbox)
             self.changes.compact_also.append(inbox)
@@ -242,6 +244,11 @@ class BotApp(ServesInbox):
         """A message posted where the bot is (`bot.core.Hears`): kept for later mentions."""
         if self.heard is not None:
             self.heard.hear(message)
+
+    async def _apply_heard_change(self, ref: MessageRef, text: str | None) -> MessageChange:
+        if text is None:
+            return await self.changes.deleted(ref)
+        return await self.changes.edited(ref, text)
 
     def heard_changed(self, ref: MessageRef, text: str | None) -> None:
         if self.heard is not None:

@@ -6,8 +6,8 @@ Every `message` event of a channel the app is in arrives (the `message.channels`
 `.mpim` subscriptions); each becomes a `HeardMessage` before the event is acked: pure, no I/O,
 the text bounded before it is read. Recorded: people's messages and other bots' posts (files by
 name); not the bot's own (its conversations hold them), not DMs (every DM is answered and
-stored), not the bot's own, not changes (`message_changed` / `message_deleted`: applied to the
-record at once, `heard_change`), not
+stored), not changes (`message_changed` / `message_deleted`: a person's go through the inbox,
+another bot's are applied at once, `heard_change`), not
 the `app_mention` copy of a message (its `message` copy is recorded). A channel's audience
 comes from the event's `channel_type` (`channel`: public; anything else: that place only).
 
@@ -116,23 +116,29 @@ def heard_message(
 
 
 def heard_change(
-    event: Mapping[str, Any], *, team: str, bot_user_id: str | None
+    event: Mapping[str, Any], *, team: str, bot_user_id: str | None, bot_id: str | None
 ) -> tuple[MessageRef, str | None] | None:
-    """A `message_deleted` / `message_changed` event as a change to the record: the message
-    and, for an edit, its new text (None: deleted; a thread parent's tombstone is a delete).
-    People's changes also reach the core through the inbox (`BotCore.message_deleted`); this
-    one covers other bots' posts too, at once."""
+    """A `message_deleted` / `message_changed` event of another bot's post as a change to the
+    record: the message and, for an edit, its new text (None: deleted). People's changes reach
+    the core through the inbox (`BotCore.message_deleted`), in the order of their conversation;
+    other bots' are never answered, so they are applied at once, through the same cascade."""
     subtype = event.get("subtype")
     channel = event.get("channel")
     if subtype not in _CHANGES or not isinstance(channel, str) or not team:
         return None
     after = event.get("message")
     after = after if isinstance(after, Mapping) else {}
+    before = event.get("previous_message")
+    said = before if subtype == "message_deleted" else after
+    if not isinstance(said, Mapping) or not (
+        said.get("bot_id") or said.get("subtype") == "bot_message"
+    ):
+        return None  # a person's: through the inbox, in the order of its conversation
+    if bot_id and said.get("bot_id") == bot_id:
+        return None  # the bot's own (its conversations are changed by the core)
     if subtype == "message_deleted":
         ts = event.get("deleted_ts")
         text: str | None = None
-    elif after.get("subtype") == "tombstone":
-        ts, text = after.get("ts"), None
     else:
         ts, raw = after.get("ts"), after.get("text")
         if not isinstance(raw, str):
@@ -154,7 +160,7 @@ def hear_event(
     """The handlers' one call: record the event if it is a message heard in a channel, or
     apply it to the record if it deletes or edits one."""
     if event.get("subtype") in _CHANGES:
-        change = heard_change(event, team=team, bot_user_id=bot_user_id)
+        change = heard_change(event, team=team, bot_user_id=bot_user_id, bot_id=bot_id)
         if change is not None:
             heard_changed(core, *change)
         return

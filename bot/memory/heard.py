@@ -42,7 +42,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -67,6 +67,8 @@ CONTEXT_CHARS = 6_000  # about 1,500 tokens
 FETCH_LIMIT = 15  # what Slack gives an app outside its Marketplace in one call
 PAGE = 500
 DISCORD_EPOCH_MS = 1420070400000
+
+ApplyChange = Callable[[MessageRef, "str | None"], Coroutine[Any, Any, object]]
 
 HEARD_NOTE = (
     "Messages posted here before the one you are answering ({where}), oldest first. They were "
@@ -127,6 +129,9 @@ class Hearing:
         self._flushing: asyncio.Task[None] | None = None
         self._next_prune = 0.0
         self._changes: set[asyncio.Task[Any]] = set()
+        # How `change_later` applies a change: the app's platform-change cascade, which also
+        # cuts the words from the replies that quoted them; None: the record alone.
+        self.apply_change: ApplyChange | None = None
         self.dropped = 0
 
     # --- the hot path -------------------------------------------------------------------------
@@ -161,7 +166,13 @@ class Hearing:
         ids = [i for i in ref.message_ids[:MAX_REF_IDS] if isinstance(i, str) and i]
         if not ids:
             return
-        change = self.deleted(ref, ids) if text is None else self.edited(ref, ids, text)
+        change: Coroutine[Any, Any, object]
+        if self.apply_change is not None:  # the whole cascade (`bot.memory.deletion`)
+            change = self.apply_change(replace(ref, message_ids=tuple(ids)), text)
+        elif text is None:
+            change = self.deleted(ref, ids)
+        else:
+            change = self.edited(ref, ids, text)
         try:
             task = asyncio.ensure_future(change)
         except RuntimeError:  # no running loop

@@ -10,7 +10,7 @@ from typing import Any
 
 from bot.app import BotApp
 from bot.memory.audit import audit
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, Step, default_brain, text
 from tests.fakes.slack_api import FakeSlack, message_changed_event, message_deleted_event
 from tests.slack.conftest import StartHarness
 from tests.slack.harness import HANDLED, SlackHarness, new_ts
@@ -228,6 +228,9 @@ async def test_another_bots_deleted_post_leaves_the_record_at_once(
         event_ts=new_ts(),
         thread_ts=root,
     )
+    for part in ("message", "previous_message"):  # another bot's post, as Slack shows one
+        edit[part] = {**edit[part], "subtype": "bot_message", "bot_id": "B0OTHER"}
+        edit[part].pop("user", None)
     await slack.send_event(edit)
     assert app.heard is not None
     await app.heard.settled()
@@ -238,3 +241,41 @@ async def test_another_bots_deleted_post_leaves_the_record_at_once(
     assert "hunter2-77" not in request and "disk at 97%" in request
     assert "disk at 91%" not in request
     assert await audit(phrase="hunter2-77", store=app.store, cache=app.cache) == []
+
+
+async def test_a_deleted_heard_message_is_cut_from_the_bots_reply_that_quoted_it(
+    start_harness: StartHarness, make_app: Any, fake_openai: FakeOpenAI, fake_slack: FakeSlack
+) -> None:
+    """The model repeats what it was shown: a message the bot only heard, deleted later, is cut
+    from the stored reply that quoted it (the rest kept), as a stored message's would be."""
+
+    def quoting(request: dict[str, Any]) -> Step:
+        heard = [
+            str(m["content"])
+            for m in request["messages"]
+            if m["role"] == "system" and "Messages posted here before" in str(m["content"])
+        ]
+        if not heard:
+            return default_brain(request)
+        last = heard[-1].rsplit(": ", 1)[-1]
+        return text(f"Earlier someone wrote: {last}. Anything else?")
+
+    fake_openai.brain = quoting
+    app, slack = await start(start_harness, make_app)
+    root = await slack.channel_message("access thread", user="U2")
+    secret = "the vault combination is orchid-5521 for the new office door"
+    said = await slack.channel_message(secret, user="U3", thread_ts=root)
+    asked = await slack.mention("what was that?", user="U1", thread_ts=root)
+    await slack.wait_done(asked, timeout=10)
+    assert any("orchid-5521" in r for r in slack.replies("C1", thread_ts=root))
+
+    deletion = await slack.delete_message(said, text=secret, user="U3", thread_ts=root)
+    assert await HANDLED.wait([deletion], 1, timeout=10) == ["deleted"]
+    found = await audit(phrase="orchid-5521", store=app.store, cache=app.cache)
+    assert found == [], [(f.where, f.detail) for f in found]
+    conn = sqlite3.connect(app.settings.bot_data_dir / "bot.db")
+    try:
+        docs = [r[0] for r in conn.execute("SELECT doc FROM messages")]
+    finally:
+        conn.close()
+    assert any("Earlier someone wrote:" in d and "Anything else?" in d for d in docs)
