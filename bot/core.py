@@ -69,21 +69,34 @@ class Hears(Protocol):
         an adapter need not ask the platform who posted there. Never raises."""
 
 
+_HEARS: dict[type, bool] = {}
+
+
+def _hears(core: object) -> bool:
+    """`isinstance(core, Hears)`, once per class: a runtime protocol check costs microseconds
+    and this runs for every message of every channel the bot is in."""
+    kind = type(core)
+    known = _HEARS.get(kind)
+    if known is None:
+        known = _HEARS[kind] = isinstance(core, Hears)
+    return known
+
+
 def hear(core: object, message: HeardMessage) -> None:
     """Hand a heard message to the core if it keeps them (adapters' one call)."""
-    if isinstance(core, Hears):
-        core.hear(message)
+    if _hears(core):
+        core.hear(message)  # type: ignore[attr-defined]
 
 
 def heard_changed(core: object, ref: MessageRef, text: str | None) -> None:
     """`Hears.heard_changed` when the core keeps heard messages."""
-    if isinstance(core, Hears):
-        core.heard_changed(ref, text)
+    if _hears(core):
+        core.heard_changed(ref, text)  # type: ignore[attr-defined]
 
 
 async def heard_all(core: object, session: SessionKey) -> bool:
     """`Hears.heard_all` when the core keeps heard messages; False otherwise."""
-    return isinstance(core, Hears) and await core.heard_all(session)
+    return _hears(core) and bool(await core.heard_all(session))  # type: ignore[attr-defined]
 
 
 class BotCore(Protocol):

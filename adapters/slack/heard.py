@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from adapters.slack.normalize import normalize_text
-from bot.audience import Audience
+from bot.audience import PUBLIC
 from bot.core import hear, heard_changed
 from bot.messages import HeardMessage, MessageRef
 from bot.stores.heard import MAX_TEXT
@@ -61,6 +61,15 @@ def _files(event: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _readable(raw: str, bot_user_id: str | None) -> str:
+    """The text as the core reads a message's (`normalize_text`), bounded first; plain text
+    (no markup, no escapes, one line) as it is."""
+    raw = raw[:_RAW_TEXT]
+    if "<" in raw or "&" in raw or "\n" in raw or "\t" in raw or "  " in raw or raw != raw.strip():
+        return normalize_text(raw, bot_user_id=bot_user_id)
+    return raw
+
+
 def heard_message(
     event: Mapping[str, Any],
     *,
@@ -92,13 +101,10 @@ def heard_message(
     except ValueError:
         return None
     raw = event.get("text")
-    text = normalize_text(raw[:_RAW_TEXT], bot_user_id=bot_user_id) if isinstance(raw, str) else ""
+    text = _readable(raw, bot_user_id) if isinstance(raw, str) else ""
     thread = event.get("thread_ts")
-    if audience is None:
-        place = Audience.of_place(
-            PLATFORM, team, channel, is_dm=False, is_private=kind != "channel"
-        )
-        audience = place.id
+    if audience is None:  # `Audience.of_place`'s id, without building one per message
+        audience = PUBLIC if kind == "channel" else f"private:{PLATFORM}:{team}:{channel}"
     return HeardMessage(
         platform=PLATFORM,
         team=team,
@@ -143,7 +149,7 @@ def heard_change(
         ts, raw = after.get("ts"), after.get("text")
         if not isinstance(raw, str):
             return None
-        text = normalize_text(raw[:_RAW_TEXT], bot_user_id=bot_user_id)
+        text = _readable(raw, bot_user_id)
     if not isinstance(ts, str) or not ts:
         return None
     return MessageRef(PLATFORM, team, (ts,), channel=channel), text

@@ -38,7 +38,6 @@ CREATE INDEX IF NOT EXISTS heard_place ON heard (team, channel, thread, at);
 CREATE INDEX IF NOT EXISTS heard_author ON heard (team, author);
 CREATE INDEX IF NOT EXISTS heard_team_id ON heard (team, message_id);
 CREATE INDEX IF NOT EXISTS heard_stored ON heard (stored);
-CREATE INDEX IF NOT EXISTS heard_bots ON heard (team, bot, pkey);
 CREATE TABLE IF NOT EXISTS heard_marks (
     team TEXT NOT NULL,
     channel TEXT NOT NULL,
