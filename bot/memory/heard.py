@@ -18,12 +18,17 @@ Decisions (the demanding user's and operator's):
   waiting records are dropped and counted): a background task writes them in batches every
   `FLUSH_DELAY` seconds, and a turn writes this process's waiting ones before it reads. A record
   heard by another replica reaches the store within `FLUSH_DELAY`.
-- Coverage: the record answers for a place when it has heard the place since before what is
-  asked (a thread whose first message came after the channel's mark; a channel whose mark is
-  older than the mention), or when the thread was fetched once already. Otherwise, and only then,
-  the adapter's `IncomingMessage.earlier` asks the platform once; what it returns is recorded and
-  the place marked, so the next mention there makes no call. Marks are cleared when a process
-  starts: what was said while no process listened is not in the record.
+- Coverage, for a mention partway into a thread: the record answers when it heard the thread's
+  channel since before the thread began, or fetched the thread once already. Otherwise, and only
+  then, the adapter's `IncomingMessage.earlier` asks the platform once; what it returns is
+  recorded and the thread marked, so the next mention there makes no call (a refusal, such as
+  Slack's 429, is not asked again for `REFUSED_TTL`). Marks are cleared when a process starts:
+  what was said while no process listened is not in the record.
+- A mention at a channel's top level is shown what the record holds of the channel and never
+  costs a platform call: with Slack's one call a minute, spending it on the first mention of
+  every channel after each start would starve the calls that decide whether a thread follow-up
+  is for the bot (`adapters.slack.threads`), and a busy channel fills the record within moments
+  anyway. (`covers` still tells whether the record heard a channel since before a time.)
 - Audience (`bot.audience`): a record carries its place's audience and is read only in its own
   place (its channel's top level or its thread), and only when that audience fits the reader's
   (`readable_in`): a private place's records never leave it.
@@ -47,6 +52,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from cachetools import TTLCache
+
 from bot import metrics
 from bot.audience import PUBLIC, Audience
 from bot.keys import PersonKey, TeamKey
@@ -65,6 +72,7 @@ PRUNE_EVERY = 600.0  # seconds between removals of records past their age or the
 CONTEXT_LIMIT = 40  # records shown to a turn
 CONTEXT_CHARS = 6_000  # about 1,500 tokens
 FETCH_LIMIT = 15  # what Slack gives an app outside its Marketplace in one call
+REFUSED_TTL = 60.0  # Slack's window for that one call a minute
 PAGE = 500
 DISCORD_EPOCH_MS = 1420070400000
 
@@ -129,6 +137,8 @@ class Hearing:
         self._flushing: asyncio.Task[None] | None = None
         self._next_prune = 0.0
         self._changes: set[asyncio.Task[Any]] = set()
+        # Threads the platform refused to list lately: not asked again before `REFUSED_TTL`.
+        self._refused: TTLCache[tuple[str, str, str, str], bool] = TTLCache(10_000, REFUSED_TTL)
         # How `change_later` applies a change: the app's platform-change cascade, which also
         # cuts the words from the replies that quoted them; None: the record alone.
         self.apply_change: ApplyChange | None = None
@@ -275,16 +285,18 @@ class Hearing:
             await self.flush()
         fetched = False
         records = await self._read(msg, thread, audiences, at)
-        covered = await self.covers(msg.platform, msg.team, msg.channel, thread, at=at)
-        if not covered and not thread and any(r.message_id != msg.message_id for r in records):
-            # Heard from the very instant of the mention, with something said in that instant
-            # before it (platform times are coarse: Discord's are milliseconds).
-            since = await self.store.since(msg.platform, msg.team, msg.channel, "")
-            covered = since is not None and since <= at
-        if not covered and msg.earlier is not None:
+        place = (msg.platform, msg.team, msg.channel, thread)
+        if (
+            thread
+            and msg.earlier is not None
+            and place not in self._refused
+            and not await self.covers(*place, at=at)
+        ):
             fetched = await self._fetch(msg, thread, at)
             if fetched:
                 records = await self._read(msg, thread, audiences, at)
+            else:
+                self._refused[place] = True  # not asked again for a while (rate limits)
         known = {str(m.meta.get("message_id")) for m in history if m.meta.get("message_id")}
         known.add(str(msg.message_id))
         shown = [r for r in records if r.message_id not in known]

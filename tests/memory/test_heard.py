@@ -129,16 +129,29 @@ async def test_without_coverage_the_platform_is_asked_once_and_what_it_gave_is_k
 async def test_a_refused_or_failing_platform_call_shows_nothing_and_never_raises(
     hearing: Hearing,
 ) -> None:
+    thread = f"{T0 + 1:.6f}"
     refused = Platform(None)
-    assert (await hearing.earlier(mention(5, earlier=refused))).text == ""
+    assert (await hearing.earlier(mention(5, thread=thread, earlier=refused))).text == ""
+    assert (await hearing.earlier(mention(6, thread=thread, earlier=refused))).text == ""
+    assert refused.calls == 1  # a refusal (Slack's 429) is not asked again at once
 
     async def broken(limit: int) -> list[HeardMessage] | None:
         raise RuntimeError("adapter bug")
 
-    assert (await hearing.earlier(mention(6, earlier=broken))).text == ""
+    other = f"{T0 + 2:.6f}"
+    assert (await hearing.earlier(mention(6, thread=other, earlier=broken))).text == ""
     junk = Platform([heard(1, "fine"), "not a record", heard(2, "x", channel="a:b")])  # type: ignore[list-item]
-    shown = await hearing.earlier(mention(7, channel="C5", earlier=junk))
+    third = f"{T0 + 3:.6f}"
+    shown = await hearing.earlier(mention(7, channel="C5", thread=third, earlier=junk))
     assert [r.text for r in shown.records] == ["fine", "x"]  # the place is the mention's
+
+
+async def test_a_top_level_mention_never_asks_the_platform(hearing: Hearing) -> None:
+    platform = Platform([heard(1, "from the platform")])
+    hearing.hear(heard(2, "heard here"))
+    shown = await hearing.earlier(mention(3, earlier=platform))
+    assert [r.text for r in shown.records] == ["heard here"] and platform.calls == 0
+    assert "in this channel" in shown.text
 
 
 async def test_a_private_places_records_are_never_shown_in_a_public_one(hearing: Hearing) -> None:
