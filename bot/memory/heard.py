@@ -281,7 +281,7 @@ class Hearing:
         at = at or id_time(msg.platform, str(msg.message_id)) or self.clock()
         in_thread = bool(msg.thread) and msg.thread != msg.message_id
         thread = str(msg.thread) if in_thread else ""
-        if self._pending or self._marks:
+        if self._waiting_here(msg):
             await self.flush()
         fetched = False
         records = await self._read(msg, thread, audiences, at)
@@ -305,6 +305,17 @@ class Hearing:
             msg.platform, "heard_context_fetched" if fetched else "heard_context"
         ).inc()
         return Earlier(text=text, records=tuple(shown), fetched=fetched)
+
+    def _waiting_here(self, msg: IncomingMessage) -> bool:
+        """Whether this process holds unwritten records of the mention's channel other than
+        the mention itself (the rest are written by the background flush, not on the turn)."""
+        return any(
+            r.channel == msg.channel
+            and r.message_id != msg.message_id
+            and r.team == msg.team
+            and r.platform == msg.platform
+            for r in self._pending
+        )
 
     async def _read(
         self, msg: IncomingMessage, thread: str, audiences: tuple[str, ...], at: float
