@@ -117,8 +117,9 @@ class Earlier:
 
 
 class Hearing:
-    """The record's service: `hear` on the hot path, `earlier` for a turn, and the erasure and
-    deletion hooks. `start` begins the background writes; `close` writes what waits."""
+    """The record's service: `hear` on the hot path (written in the background), `earlier` for
+    a turn, and the erasure and deletion hooks. `start` clears the coverage marks (a process
+    starting has not heard what was said before it); `close` writes what waits."""
 
     def __init__(
         self,
@@ -203,15 +204,17 @@ class Hearing:
         self._flushing = asyncio.ensure_future(self._background_flush())
 
     async def _background_flush(self) -> None:
+        delay = self.flush_delay
         try:
             await self.flush()
         except Exception as exc:  # the store is down: the records wait (bounded) for the next
             log.warning("heard_flush_failed", extra={"fields": {"error": type(exc).__name__}})
+            delay = max(delay, 1.0)
         finally:
             self._flushing = None
-        if self._pending and self._timer is None:
+        if (self._pending or self._marks) and self._timer is None:  # heard meanwhile
             loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(max(self.flush_delay, 1.0), self._spawn_flush)
+            self._timer = loop.call_later(delay, self._spawn_flush)
 
     async def flush(self) -> None:
         """Write what waits (this process's heard messages), then prune now and then."""

@@ -267,3 +267,22 @@ async def test_hearing_never_raises_on_bad_input_and_is_cheap_to_call(hearing: H
     shown = await hearing.earlier(mention(3))
     (record,) = shown.records
     assert len(record.text) == MAX_TEXT and len(record.files) == 10
+
+
+async def test_heard_messages_reach_the_store_without_a_turn(hearing: Hearing) -> None:
+    """Another replica reads the store: what this one heard is written in the background,
+    what arrives during a write too."""
+
+    async def stored(count: int) -> bool:
+        for _ in range(500):  # a generous liveness bound (10 s), never a timing assertion
+            if await hearing.store.count() >= count:
+                return True
+            await asyncio.sleep(0.02)
+        return False
+
+    hearing.hear(heard(1, "first"))
+    assert await stored(1)
+    for n in range(2, 50):
+        hearing.hear(heard(n, f"more {n}"))
+        await asyncio.sleep(0)
+    assert await stored(49)
