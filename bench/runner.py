@@ -113,6 +113,12 @@ BENCHES: tuple[Bench, ...] = (
         about="Markdown → mrkdwn on hostile output",
     ),
     Bench(
+        "heard",
+        "bench.bench_heard",
+        quick=("-n", "5000"),
+        about="CPU per message heard where the bot is",
+    ),
+    Bench(
         "executor",
         "bench.bench_executor",
         quick=("--samples", "500"),

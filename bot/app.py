@@ -27,15 +27,17 @@ from bot.keys import SessionKey
 from bot.memory.context import ContextBuilder
 from bot.memory.deletion import PlatformChanges
 from bot.memory.episodic.service import RECALL_SHARE, EpisodicMemory, open_episodic
+from bot.memory.heard import Hearing
 from bot.memory.reconcile import Reconciler
 from bot.memory.session import CompressionPolicy, SessionMemory
 from bot.memory.structured import JsonAsker
-from bot.messages import IncomingMessage, MessageRef, ReplySink
+from bot.messages import HeardMessage, IncomingMessage, MessageRef, ReplySink
 from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient, ModelError
 from bot.policy import NoPlaceSettings, PolicyResolver
 from bot.ratelimit import Rate, TurnLimiter
 from bot.stores.factory import open_cache, open_inbox, open_store, open_write_marks
+from bot.stores.heard import open_heard_store
 from bot.stores.inbox import Inbox
 from bot.stores.inbox_sqlite import SqliteInbox
 from bot.stores.protocols import Cache, LockTimeout, Store, StoreUnavailable
@@ -81,8 +83,11 @@ class BotApp(ServesInbox):
         episodic: EpisodicMemory | None = None,
         inbox: Inbox | None = None,
         write_marks: IdempotencyCache | None = None,
+        heard: Hearing | None = None,
     ) -> None:
         self.settings = settings
+        # Messages heard where the bot is, shown to a later mention there (bot.memory.heard).
+        self.heard = heard
         self.inbox = inbox  # durable events between a platform's ack and the turn; None: off
         self.episodic = episodic  # long-term episodic memory; None: the turn recalls nothing
         self.activity = TurnActivity()  # the turns running here; indexing yields to them
@@ -145,6 +150,7 @@ class BotApp(ServesInbox):
             ),
             vision=Vision(settings.bot_vision, settings.bot_model),
             recall=episodic.recall if episodic is not None else None,
+            heard=heard.earlier if heard is not None else None,
         )
         self.commands = CommandHandler(
             store,
@@ -162,6 +168,10 @@ class BotApp(ServesInbox):
             count_tokens=self.counter.count,
             max_chars=MAX_MESSAGE_CHARS,
         )
+        self.commands.eraser.heard = heard
+        self.changes.heard = heard
+        if heard is not None:
+            heard.apply_change = self._apply_heard_change
         if isinstance(inbox, SqliteInbox):  # its WAL holds handled messages until compacted
             self.commands.eraser.tiers.append(inbox)
             self.changes.compact_also.append(inbox)
@@ -239,6 +249,30 @@ class BotApp(ServesInbox):
     async def message_edited(self, ref: MessageRef, text: str) -> MessageChange:
         return await self.changes.edited(ref, text)
 
+    def hear(self, message: HeardMessage) -> None:
+        """A message posted where the bot is (`bot.core.Hears`): kept for later mentions."""
+        if self.heard is not None:
+            self.heard.hear(message)
+
+    async def _apply_heard_change(self, ref: MessageRef, text: str | None) -> MessageChange:
+        if text is None:
+            return await self.changes.deleted(ref)
+        return await self.changes.edited(ref, text)
+
+    def heard_changed(self, ref: MessageRef, text: str | None) -> None:
+        if self.heard is not None:
+            self.heard.change_later(ref, text)
+
+    async def heard_all(self, session: SessionKey) -> bool:
+        if self.heard is None or not session.thread:
+            return False
+        try:
+            return await self.heard.covers(
+                session.platform, session.team, session.channel, session.thread
+            )
+        except StoreUnavailable:
+            return False
+
     async def in_conversation(self, session: SessionKey) -> bool:
         try:
             return bool(await self.store.recent(session, limit=1))
@@ -280,6 +314,8 @@ class BotApp(ServesInbox):
         if self.nightly is None:
             self.nightly = NightlySchedule(self)
             self.nightly.start()
+        if self.heard is not None:
+            await self.heard.start()
 
     def attach_memory_tier(self, tier: IndexMemories, index: MemoryIndex) -> None:
         """Consolidated memories go to `tier`; `/memory forget all` erases from it too, and
@@ -307,6 +343,8 @@ class BotApp(ServesInbox):
         await self.cache.close()
         if self.memory_index is not None:
             await self.memory_index.close()
+        if self.heard is not None:
+            await self.heard.close()
         if self.inbox is not None:
             await self.inbox.close()
         await self.store.close()
@@ -416,6 +454,14 @@ async def build_app(
         await cache.close()
         await store.close()
         raise StartupError(f"cannot open the inbox: {exc}") from None
+    try:
+        heard = Hearing(await open_heard_store(store, data_dir=settings.bot_data_dir))
+    except Exception as exc:
+        if inbox is not None:
+            await inbox.close()
+        await cache.close()
+        await store.close()
+        raise StartupError(f"cannot open the record of heard messages: {exc}") from None
     model = ModelClient(
         api_key=api_key,
         base_url=settings.openai_base_url,
@@ -425,7 +471,13 @@ async def build_app(
     )
     if not episodic:
         app = BotApp(
-            settings, store=store, cache=cache, model=model, inbox=inbox, write_marks=write_marks
+            settings,
+            store=store,
+            cache=cache,
+            model=model,
+            inbox=inbox,
+            write_marks=write_marks,
+            heard=heard,
         )
         try:
             from bot.memory.index_tiers import attach_memory_index
@@ -445,6 +497,7 @@ async def build_app(
             base_url=settings.openai_base_url,
         )
     except Exception as exc:
+        await heard.close()
         if inbox is not None:
             await inbox.close()
         await cache.close()
@@ -458,6 +511,7 @@ async def build_app(
         episodic=memory,
         inbox=inbox,
         write_marks=write_marks,
+        heard=heard,
     )
     if memory.embedder is not None:
         # The same embedder ranks tools when a team has more than fit well in one request.

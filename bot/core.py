@@ -7,11 +7,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from bot.inbox import Handler, InboxItem
 from bot.keys import SessionKey
-from bot.messages import IncomingMessage, MessageRef, ReplySink
+from bot.messages import HeardMessage, IncomingMessage, MessageRef, ReplySink
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +49,54 @@ class MessageChange:
     rebuilt: int = 0  # memory index entries made again from what remains
     summaries: int = 0  # session summaries dropped (rebuilt by the next fold)
     facts: int = 0  # facts drawn only from a deleted message, closed
+    heard: int = 0  # records of messages heard where the bot is, removed or rewritten
     failed: bool = False
+
+
+@runtime_checkable
+class Hears(Protocol):
+    """A core that keeps the messages posted where the bot is (`bot.memory.heard`)."""
+
+    def hear(self, message: HeardMessage) -> None:
+        """Keep this message for later mentions in its place. Never raises, never waits."""
+
+    def heard_changed(self, ref: MessageRef, text: str | None) -> None:
+        """A message of the record was deleted (`text` None) or edited on the platform: applied
+        in the background, in order with what was heard. Never raises, never waits."""
+
+    async def heard_all(self, session: SessionKey) -> bool:
+        """True when the record holds every message of this thread (heard since it began), so
+        an adapter need not ask the platform who posted there. Never raises."""
+
+
+_HEARS: dict[type, bool] = {}
+
+
+def _hears(core: object) -> bool:
+    """`isinstance(core, Hears)`, once per class: a runtime protocol check costs microseconds
+    and this runs for every message of every channel the bot is in."""
+    kind = type(core)
+    known = _HEARS.get(kind)
+    if known is None:
+        known = _HEARS[kind] = isinstance(core, Hears)
+    return known
+
+
+def hear(core: object, message: HeardMessage) -> None:
+    """Hand a heard message to the core if it keeps them (adapters' one call)."""
+    if _hears(core):
+        core.hear(message)  # type: ignore[attr-defined]
+
+
+def heard_changed(core: object, ref: MessageRef, text: str | None) -> None:
+    """`Hears.heard_changed` when the core keeps heard messages."""
+    if _hears(core):
+        core.heard_changed(ref, text)  # type: ignore[attr-defined]
+
+
+async def heard_all(core: object, session: SessionKey) -> bool:
+    """`Hears.heard_all` when the core keeps heard messages; False otherwise."""
+    return _hears(core) and bool(await core.heard_all(session))  # type: ignore[attr-defined]
 
 
 class BotCore(Protocol):

@@ -63,6 +63,9 @@ class IncomingMessage:
     # The thread is a place of its own, read only by its members (a Discord private thread):
     # what is said there is kept to it, not to its channel.
     thread_is_place: bool = False
+    # Asks the platform for the messages before this one in its thread (or channel), used
+    # only when the record of what the bot heard there has no coverage (`bot.memory.heard`).
+    earlier: FetchEarlier | None = None
 
     @property
     def session(self) -> SessionKey:
@@ -89,6 +92,36 @@ class IncomingMessage:
         """The channel part of the place (`bot.stores.memory_index.place_id`): the channel, or
         the thread when it is a place of its own."""
         return self.thread if self.thread_is_place and self.thread else self.channel
+
+
+@dataclass(frozen=True, slots=True)
+class HeardMessage:
+    """A message posted where the bot is (a person's or another bot's), as the adapter saw it:
+    kept a while so a later mention there sees what was said before it (`bot.memory.heard`).
+
+    `thread` is "" for a top-level message; `author` the platform's user (or bot) id; `at` the
+    platform's time of the message (Unix seconds); `audience` the id of `bot.audience` for the
+    place. The text and file names are bounded by the record, not here."""
+
+    platform: str
+    team: str
+    channel: str
+    thread: str
+    message_id: str
+    author: str
+    text: str
+    at: float
+    audience: str
+    name: str | None = None
+    bot: bool = False
+    files: tuple[str, ...] = ()
+
+
+class FetchEarlier(Protocol):
+    """The platform's messages before a mention in its thread (or its channel), oldest first,
+    at most `limit`; None when the platform could not be asked (rate limited, no access)."""
+
+    async def __call__(self, limit: int) -> list[HeardMessage] | None: ...
 
 
 class ReplySink(Protocol):

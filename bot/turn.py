@@ -29,6 +29,7 @@ from bot.files.prepare import FileInput, prepare_files
 from bot.files.vision import Vision
 from bot.memory.context import ContextBuilder, MemoryView
 from bot.memory.episodic.excerpts import message_meta
+from bot.memory.heard import Earlier
 from bot.memory.prompts import FINAL_ANSWER_NOTE
 from bot.memory.render import (
     PRIVATE_TOOLS,
@@ -103,6 +104,13 @@ class Recall(Protocol):
     ) -> Recalled: ...
 
 
+class Heard(Protocol):
+    """The earlier messages of a message's place, from the record of what the bot heard there
+    (`bot.memory.heard.Hearing.earlier`). Never raises."""
+
+    async def __call__(self, msg: IncomingMessage, history: Sequence[StoredMessage]) -> Earlier: ...
+
+
 class Toolbox(Protocol):
     """The tools offered in one turn (built-ins + the team's installed packs)."""
 
@@ -155,6 +163,7 @@ class Turn:
     history: list[StoredMessage]
     prior: PriorTurn | None = None
     recalled: Recalled = field(default_factory=Recalled)
+    said_before: Earlier = field(default_factory=Earlier)  # the place's earlier messages
     schemas: list[dict[str, Any]] = field(default_factory=list)
     tools_tokens: int = 0
     tools_rejected: bool = False  # the server refused function tools: none offered again
@@ -189,8 +198,10 @@ class TurnRunner:
         file_limits: FileLimits | None = None,
         vision: Vision | None = None,
         recall: Recall | None = None,
+        heard: Heard | None = None,
     ) -> None:
         self.recall = recall
+        self.heard = heard
         self.model = model
         self.memory = memory
         self.facts = facts
@@ -343,12 +354,22 @@ class TurnRunner:
         turn.tools_tokens = self.builder.counter.tools(turn.schemas)
 
     async def recall_memories(self, turn: Turn) -> None:
-        """Step 3: long-term memories for the message; a resumed turn keeps what it was sent
-        the first time (stored with its request), so the model sees the same context."""
+        """Step 3: long-term memories for the message (a resumed turn keeps what it was sent
+        the first time, stored with its request, so the model sees the same context) and what
+        was said before it in its place (`Heard`)."""
+        msg, history = turn.msg, turn.history
+        recall = None
         if turn.prior is not None:
             turn.recalled = Recalled(text=turn.prior.recalled)
         elif self.recall is not None and turn.policy.memory:
-            turn.recalled = await self.recall(turn.msg, turn.history, self.builder.recall_tokens)
+            recall = self.recall(msg, history, self.builder.recall_tokens)
+        heard = self.heard(msg, history) if self.heard is not None else None
+        if recall is not None and heard is not None:  # independent reads: at once
+            turn.recalled, turn.said_before = await asyncio.gather(recall, heard)
+        elif recall is not None:
+            turn.recalled = await recall
+        elif heard is not None:
+            turn.said_before = await heard
 
     async def take_files(self, turn: Turn) -> None:
         """Step 4: the shared files, fitted into a share of this turn's room."""
@@ -392,6 +413,7 @@ class TurnRunner:
             history=turn.history,
             speaker=msg.person.id,
             recalled=recalled.text,
+            heard=turn.said_before.text,
         )
         content = files.content(msg.text) if files else msg.text
         current: list[dict[str, Any]] = [{"role": "user", "content": content}]

@@ -39,6 +39,7 @@ from adapters.common.tasks import TaskTracker
 from adapters.discord.attachments import DiscordFiles
 from adapters.discord.config import DiscordConfig
 from adapters.discord.earlier_answer import ContinuingReplySink, as_notes, find_earlier_answer
+from adapters.discord.heard import earlier_fetcher, hear_message
 from adapters.discord.normalize import mentions_bot, readable_text, thread_name
 from adapters.discord.quoting import compose, quoted_blocks, replied_author_id
 from bot import metrics
@@ -179,6 +180,7 @@ class DiscordHandlers:
         return Route("reply", guild, str(channel.id), None)
 
     async def on_message(self, message: discord.Message, me: discord.ClientUser) -> None:
+        hear_message(self.core, message, me)  # kept for later mentions here (bot.memory.heard)
         route = self.route(message, me)
         if route is None:
             return
@@ -525,6 +527,7 @@ class DiscordHandlers:
             thread_is_place=isinstance(message.channel, discord.Thread)
             and message.channel.type == discord.ChannelType.private_thread,
             attachments=tuple(self.files.attachment(a) for a in message.attachments),
+            earlier=earlier_fetcher(message, me),  # asked only when the record has no coverage
         )
         channel_id = int(thread) if thread is not None else message.channel.id
         earlier: list[discord.Message] = []

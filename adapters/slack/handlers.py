@@ -31,13 +31,14 @@ from adapters.slack.commands import COMMANDS, SlashCommands
 from adapters.slack.config import SlackConfig
 from adapters.slack.errors import api_failed
 from adapters.slack.files import SlackFiles
+from adapters.slack.heard import hear_event
 from adapters.slack.normalize import mentioned_users, normalize_text
 from adapters.slack.routing import Route, first_mention_by_edit, route_change, route_event
 from adapters.slack.sink import Capabilities, EarlierReply, ReplyTarget, SlackReplySink
-from adapters.slack.threads import ThreadTracker, find_earlier_reply
+from adapters.slack.threads import ThreadTracker, earlier_fetcher, find_earlier_reply
 from adapters.slack.users import UserDirectory
 from bot import metrics
-from bot.core import BotCore
+from bot.core import BotCore, heard_all
 from bot.inbox import Delivery, InboxItem, RetryLater
 from bot.keys import SessionKey
 from bot.messages import IncomingMessage, MessageRef
@@ -151,6 +152,13 @@ class SlackHandlers:
         event = body.get("event") if isinstance(body.get("event"), dict) else {}
         assert isinstance(event, dict)
         metrics.EVENTS.labels(PLATFORM, str(event.get("type"))).inc()
+        hear_event(  # kept for later mentions here (bot.memory.heard): pure, no I/O
+            self.core,
+            event,
+            team=_team(context, body),
+            bot_user_id=context.bot_user_id,
+            bot_id=context.bot_id,
+        )
         if event.get("type") == "message" and event.get("subtype") in CHANGE_SUBTYPES:
             return await self._accept_change(body, event, context)
         if event.get("edited"):
@@ -403,6 +411,9 @@ class SlackHandlers:
             known_to_core=lambda: self.core.in_conversation(
                 SessionKey(PLATFORM, route.team, route.channel, route.session_thread)
             ),
+            heard_all=lambda: heard_all(
+                self.core, SessionKey(PLATFORM, route.team, route.channel, route.session_thread)
+            ),
         ):
             return "not_in_thread"
         if route.reply_thread_ts and not route.is_dm:
@@ -433,6 +444,18 @@ class SlackHandlers:
             attachments=self.files.attachments(event, client.token),
             is_private=private,
             sent_at=_sent_at(route.message_ts),
+            # Asked only when the record of heard messages has no coverage here.
+            earlier=earlier_fetcher(
+                client,
+                team=route.team,
+                channel=route.channel,
+                thread_ts=route.session_thread
+                if route.session_thread != route.message_ts
+                else None,
+                before_ts=route.message_ts,
+                bot_user_id=bot_user_id,
+                bot_id=bot_id,
+            ),
         )
         target = ReplyTarget(
             team=route.team,

@@ -3,8 +3,12 @@
 Threads the bot answered in this process are remembered locally. Otherwise (another process
 answered, or this one restarted) the core is asked whether it holds a conversation for that
 thread (its durable store is shared by all processes, and the mention is stored before any reply
-is posted), and failing that Slack is asked once with conversations.replies. Answers are cached:
+is posted); when the record of heard messages holds the whole thread, the core's "no" is final;
+failing that Slack is asked once with conversations.replies. Answers are cached:
 a "yes" for long, a "no" only briefly, because the bot may be mentioned there next.
+
+What was said before a mention comes from the record of heard messages (`bot.memory.heard`);
+`earlier_fetcher` is the one call made when that record has no coverage there.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from cachetools import TLRUCache
 from slack_sdk.web.async_client import AsyncWebClient
@@ -20,7 +24,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.common.logs import emit
 from adapters.slack.clients import no_wait_client
 from adapters.slack.errors import api_failed
+from adapters.slack.heard import heard_message
 from bot import metrics
+from bot.messages import FetchEarlier, HeardMessage
 
 _LOG = logging.getLogger(__name__)
 
@@ -57,7 +63,11 @@ class ThreadTracker:
         bot_id: str | None,
         parent_user_id: str | None = None,
         known_to_core: Callable[[], Awaitable[bool]] | None = None,
+        heard_all: Callable[[], Awaitable[bool]] | None = None,
     ) -> bool:
+        """Whether the bot takes part in this thread. `heard_all`: the record of heard messages
+        holds the whole thread (`bot.memory.heard`), so the core's "no" is the answer and Slack
+        is not asked."""
         key = (team, channel, thread_ts)
         if bot_user_id and parent_user_id == bot_user_id:
             self._known[key] = True
@@ -68,6 +78,11 @@ class ThreadTracker:
         if known_to_core is not None and await known_to_core():
             self._known[key] = True
             return True
+        if heard_all is not None and await heard_all():
+            # Every message of the thread was heard and none was to the bot (it would have
+            # a conversation there): no. Kept briefly, as any "no".
+            self._known[key] = False
+            return False
         task = self._inflight.get(key)
         if task is None:
             task = asyncio.ensure_future(
@@ -166,3 +181,50 @@ def _after(ts: object, after: float) -> bool:
         return float(str(ts)) > after
     except ValueError:
         return False
+
+
+def earlier_fetcher(
+    client: AsyncWebClient,
+    *,
+    team: str,
+    channel: str,
+    thread_ts: str | None,
+    before_ts: str,
+    bot_user_id: str | None,
+    bot_id: str | None,
+) -> FetchEarlier:
+    """Asks Slack for the messages before `before_ts`: the thread's with
+    `conversations.replies`, else the channel's with `conversations.history`. One call that
+    never waits on its rate limit (apps outside the Marketplace get one a minute); None when
+    Slack refuses. The core calls it only when its record has no coverage there."""
+
+    async def fetch(limit: int) -> list[HeardMessage] | None:
+        quick = no_wait_client(client)
+        method = "conversations.replies" if thread_ts else "conversations.history"
+        try:
+            if thread_ts:
+                resp = await quick.conversations_replies(
+                    channel=channel, ts=thread_ts, latest=before_ts, limit=limit
+                )
+            else:
+                resp = await quick.conversations_history(
+                    channel=channel, latest=before_ts, limit=limit
+                )
+        except Exception as exc:
+            api_failed(_LOG, method, exc, channel=channel)
+            return None
+        messages = resp.get("messages")
+        out: list[HeardMessage] = []
+        for item in messages if isinstance(messages, list) else []:
+            if not isinstance(item, Mapping):
+                continue
+            event = {**item, "type": "message", "channel": channel, "channel_type": "channel"}
+            record = heard_message(
+                event, team=team, bot_user_id=bot_user_id, bot_id=bot_id, audience="public"
+            )
+            if record is not None and record.message_id != before_ts:
+                out.append(record)
+        out.sort(key=lambda r: r.at)
+        return out[-limit:] if limit > 0 else []
+
+    return fetch

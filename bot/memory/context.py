@@ -6,6 +6,8 @@ Order, most stable first (so providers' prompt caching keeps hitting):
   2. a memory note: the speaker's stored facts, the session's pinned key facts, the rolling summary,
   3. the most recent raw history, cut at turn boundaries, older tool results shrunk (turns in
      which someone else asked the bot to remember something personal are left out),
+  4. earlier messages of the place the bot heard but was not asked about (`bot.memory.heard`;
+     they change every turn, like the memories recalled after them),
   4. memories recalled for this message (episodic retrieval; they change every turn, so they
      come after the history, never before it, and a fixed share of the budget is reserved for
      them whether used or not: the history's cut never moves because of them),
@@ -49,6 +51,8 @@ class MemoryView:
     history: Sequence[StoredMessage] = ()  # unsummarised messages before this turn, oldest first
     speaker: str = ""  # PersonKey.id of the person being answered
     recalled: str = ""  # episodic memories for this message, already within `recall_tokens`
+    # Earlier messages of the place that are not in the conversation (`bot.memory.heard`).
+    heard: str = ""
 
 
 @dataclass
@@ -147,6 +151,19 @@ class ContextBuilder:
                 if not recalled["content"]:
                     recalled = None
 
+        heard: dict[str, Any] | None = None
+        if view.heard:
+            # Bounded by its maker (about 1,500 tokens); a small budget cuts it further.
+            heard = {"role": "system", "content": view.heard}
+            cap = max(available // 4, 0)
+            if count(heard) > cap:
+                heard["content"] = self.counter.truncate(view.heard, max(cap - 8, 0))
+                notes.append("earlier messages truncated")
+            if heard["content"]:
+                available -= count(heard)
+            else:
+                heard = None
+
         note_text = memory_note(view)
         note_msg: dict[str, Any] | None = None
         if note_text:
@@ -182,6 +199,8 @@ class ContextBuilder:
         if note_msg is not None:
             messages.append(note_msg)
         messages.extend(history)
+        if heard is not None:
+            messages.append(heard)
         if recalled is not None:
             messages.append(recalled)
         messages.extend(current)
@@ -189,6 +208,7 @@ class ContextBuilder:
             system_tokens
             + (count(note_msg) if note_msg is not None else 0)
             + (count(recalled) if recalled is not None else 0)
+            + (count(heard) if heard is not None else 0)
             + history_tokens
             + sum(count(m) for m in current)
             + REPLY_PRIMER

@@ -29,6 +29,11 @@ within its channel, a Discord id anywhere in the team), in this order:
    with those messages in later requests) are cut from them, under their sessions' locks. The
    messages of the team are read to find them (those of the entry's own place only, when it is
    a private one: it is never recalled anywhere else).
+The record of messages heard where the bot is (`bot.memory.heard`) goes the same way: a
+deleted message's record is removed (with one still waiting to be written), its words cut from
+the bot's replies and tool-call arguments in its channel's sessions (it may have been shown to
+their turns), whose excerpts are made again; an edit rewrites the record.
+
 5. The store's and the index's files are compacted (SQLite: WAL checkpointed; `secure_delete`
    already zeroes deleted rows), and the extra tiers given (`compact_also`: the SQLite inbox,
    whose WAL held the event). A deletion of a message the bot never stored compacts those extra
@@ -50,7 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -68,7 +73,7 @@ from bot.memory.render import (
     group_turns,
     is_private_turn,
 )
-from bot.messages import MAX_REF_IDS, MessageRef
+from bot.messages import MAX_REF_IDS, HeardMessage, MessageRef
 from bot.stores.memory_index import MemoryEntry, MemoryIndex
 from bot.stores.protocols import LockTimeout, StaleFact, Store, StoreUnavailable
 from bot.stores.records import SessionState, StoredMessage
@@ -94,6 +99,16 @@ class Compactable(Protocol):
     async def compact(self) -> None: ...
 
 
+class HeardChanges(Protocol):
+    """The record of messages heard where the bot is (`bot.memory.heard.Hearing`)."""
+
+    async def deleted(self, ref: MessageRef, ids: Iterable[str]) -> list[HeardMessage]: ...
+
+    async def edited(self, ref: MessageRef, ids: Iterable[str], text: str) -> int: ...
+
+    async def compact(self) -> None: ...
+
+
 @dataclass
 class _Tally:
     found: int = 0
@@ -104,6 +119,7 @@ class _Tally:
     rebuilt: int = 0
     summaries: int = 0
     facts: int = 0
+    heard: int = 0  # records of heard messages removed or rewritten
     # session id -> seqs of the messages deleted or rewritten there
     touched: dict[str, set[int]] = field(default_factory=dict)
     turns: dict[str, set[str]] = field(default_factory=dict)  # session id -> deleted turn ids
@@ -122,6 +138,7 @@ class _Tally:
             rebuilt=self.rebuilt,
             summaries=self.summaries,
             facts=self.facts,
+            heard=self.heard,
             failed=failed,
         )
 
@@ -158,6 +175,7 @@ class PlatformChanges:
         self.add: AddEntries | None = None
         self.settle: Settle | None = None
         self.compact_also: list[Compactable] = []
+        self.heard: HeardChanges | None = None  # the record of heard messages, when kept
 
     # --- entry points ------------------------------------------------------------------------
 
@@ -182,7 +200,7 @@ class PlatformChanges:
         tally = _Tally()
         failed = False
         try:
-            await self._run(target, text, tally)
+            await self._run(ref, target, text, tally)
         except (StoreUnavailable, LockTimeout) as exc:
             failed = True
             log.warning(
@@ -208,7 +226,7 @@ class PlatformChanges:
         )
         return result
 
-    async def _run(self, target: _Target, text: str | None, tally: _Tally) -> None:
+    async def _run(self, ref: MessageRef, target: _Target, text: str | None, tally: _Tally) -> None:
         found = await self._find(target)
         tally.found = sum(len(ms) for ms in found.values())
         if text is not None:  # an edit to the words already stored changes nothing
@@ -217,9 +235,11 @@ class PlatformChanges:
                 for sid, ms in found.items()
                 if (changed := [m for m in ms if _edited_content(m, text) != m.content])
             }
-        if not found:
+        heard = await self._heard_change(ref, target, text, tally)
+        heard_tier: list[Compactable] = [self.heard] if self.heard is not None else []
+        if not found and not heard:
             if text is None:  # the words may still be in the inbox they came through
-                await self._compact(self.compact_also)
+                await self._compact([*self.compact_also, *heard_tier])
             return
         # 1. What the index drew from these messages goes first (see the module doc).
         sources = [_source(m) for ms in found.values() for m in ms]
@@ -234,7 +254,10 @@ class PlatformChanges:
                     await self._edit_in(key, target, text, tally)
                 if self.forget_hot is not None:
                     await self.forget_hot([session_id])
+        if heard:
+            await self._cut_heard(target.team, heard, tally)
         if not tally.touched:
+            await self._compact([*self.compact_also, *heard_tier])
             return
         # 3. The index again, after the indexing under way, and the excerpts around.
         if self.index is not None:
@@ -254,7 +277,54 @@ class PlatformChanges:
                     await self._cut_recalled(target.team, tally.dropped, prefix, deleted, tally)
         # 5. Files.
         tiers: list[Compactable] = [self.store, *([self.index] if self.index else [])]
-        await self._compact([*tiers, *self.compact_also])
+        await self._compact([*tiers, *self.compact_also, *heard_tier])
+
+    # --- heard messages (`bot.memory.heard`) ---------------------------------------------------
+
+    async def _heard_change(
+        self, ref: MessageRef, target: _Target, text: str | None, tally: _Tally
+    ) -> list[HeardMessage]:
+        """The record of the messages heard: removed (returned, their words are cut from the
+        replies that quoted them) or rewritten."""
+        if self.heard is None:
+            return []
+        if text is not None:
+            tally.heard += await self.heard.edited(ref, target.ids, text)
+            return []
+        gone = await self.heard.deleted(ref, target.ids)
+        tally.heard += len(gone)
+        return gone
+
+    async def _cut_heard(self, team: TeamKey, gone: list[HeardMessage], tally: _Tally) -> None:
+        """A deleted message the bot heard may have been shown to turns in its channel (its
+        thread's, or those of mentions at the channel's top level), and the bot repeats what it
+        was given: its words are cut from the bot's replies and tool-call arguments in the
+        channel's sessions, under their locks (the rest kept, people's own words untouched);
+        the excerpts of the turns changed are made again (step 3)."""
+        cutter = WordCutter.of(r.text for r in gone)
+        if not cutter:
+            return
+        for prefix in sorted({f"{team.id}:{r.channel}:" for r in gone}):
+            hits: dict[str, int] = {}
+            cursor: tuple[str, int] = (prefix, 0)
+            while True:
+                page = await self.store.team_messages(team, after=cursor, limit=SCAN_PAGE)
+                mine = [m for m in page if m.session.startswith(prefix)]
+                for m in mine:
+                    own = m.role == "user" and not m.from_tool
+                    if cut_message(m, cutter, None, keep_text=own) is not None:
+                        hits[m.session] = min(hits.get(m.session, m.seq), m.seq)
+                if len(mine) < SCAN_PAGE:
+                    break
+                cursor = (page[-1].session, page[-1].seq)
+            for session_id, first in sorted(hits.items()):
+                key = SessionKey.parse(session_id)
+                async with self._locked(key):
+                    changed = await self._cut_quotes(key, cutter, first - 1)
+                    if self.forget_hot is not None:
+                        await self.forget_hot([session_id])
+                tally.rewritten += len(changed)
+                tally.touched.setdefault(session_id, set()).update(changed)
 
     # --- finding -----------------------------------------------------------------------------
 
@@ -290,17 +360,15 @@ class PlatformChanges:
         tally.messages += await self.store.delete_messages(key, seqs)
         tally.tool_calls += await self.store.delete_tool_calls(key, calls)
         tally.touched.setdefault(key.id, set()).update(seqs)
-        tally.touched[key.id].update(await self._cut_quotes(key, messages, min(seqs)))
+        cutter = WordCutter.of(m.content for m in messages)
+        tally.touched[key.id].update(await self._cut_quotes(key, cutter, min(seqs)))
         tally.turns.setdefault(key.id, set()).update(m.turn_id for m in messages)
 
-    async def _cut_quotes(
-        self, key: SessionKey, deleted: list[StoredMessage], after: int
-    ) -> set[int]:
+    async def _cut_quotes(self, key: SessionKey, cutter: WordCutter, after: int) -> set[int]:
         """The deleted words where later turns of the session quote them (the bot repeats what
         it was given: its replies, its tool-call arguments), cut out with the rest kept
         (`bot.memory.copies`); people's own messages stay as they typed them. Returns the
         seqs of the person's messages of the turns changed (their excerpts are made again)."""
-        cutter = WordCutter.of(m.content for m in deleted)
         if not cutter:
             return set()
         head, _ = await self.store.head(key)
@@ -505,7 +573,8 @@ class PlatformChanges:
                     and (meta := _without_recalled(m.meta, dropped, self.count_tokens)) != m.meta
                 ]
                 await self.store.rewrite_messages(cut)
-                quoted = await self._cut_quotes(key, deleted, min(seqs) - 1) if deleted else set()
+                cutter = WordCutter.of(m.content for m in deleted)
+                quoted = await self._cut_quotes(key, cutter, min(seqs) - 1) if deleted else set()
                 if self.forget_hot is not None:
                     await self.forget_hot([session_id])
             if quoted and self.index is not None:

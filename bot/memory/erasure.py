@@ -3,8 +3,10 @@ a receipt. In a DM scope (`bot.memory.speaker_facts`), where every fact of the p
 platform is used and shown, it erases them in every scope of the platform (`forget_on_platform`).
 
 Tiers: the person's facts (every version), their turns in stored conversations (their messages
-and what the bot did and said in answer: tool calls, results, replies), the raw tool-call logs of
-those turns, summary text and pinned facts drawn from them (dropped, not regenerated: a summary
+and what the bot did and said in answer: tool calls, results, replies), the messages of theirs
+the bot heard where it is (`bot.memory.heard`, counted with their messages; quotes of them cut
+from other bots' records there), the raw tool-call logs of those turns, summary text and
+pinned facts drawn from them (dropped, not regenerated: a summary
 mixes everyone's turns and cannot be edited reliably; later folds start a new one), long-term
 memory index entries and their vectors (see `MemoryTiers`), and cached state (hot session
 copies). SQLite files are then compacted (secure_delete + WAL truncated), so the
@@ -75,6 +77,18 @@ class MemoryTiers(Protocol):
     async def compact(self) -> None: ...
 
 
+class HeardTier(Protocol):
+    """The record of messages heard where the bot is (`bot.memory.heard.Hearing`)."""
+
+    async def words_of(self, person: PersonKey) -> list[str]: ...
+
+    async def erase_person(self, person: PersonKey) -> int: ...
+
+    async def cut_words(self, team: TeamKey, cutter: WordCutter) -> int: ...
+
+    async def compact(self) -> None: ...
+
+
 LockSession = Callable[[SessionKey], AbstractAsyncContextManager[None]]
 
 
@@ -91,6 +105,9 @@ class Eraser:
         self.lock_session = lock_session  # the turns' per-session lock
         self.on_erased = on_erased  # drops hot caches of sessions whose data changed
         self.tiers = tiers or []
+        # Messages heard where the bot is: the person's records are erased with their messages
+        # (counted with them), quotes of them cut from other bots' records.
+        self.heard: HeardTier | None = None
 
     async def forget_all(self, person: PersonKey, *, requested_by: str = "") -> ErasureReceipt:
         """Erase this one person key (one team/guild, or one DM scope) and keep a receipt."""
@@ -248,6 +265,8 @@ class Eraser:
             facts += await self.store.delete_all_facts(person)
             await self.store.delete_tombstones(person)
             messages += await self.store.delete_speaker(person)
+            if self.heard is not None:
+                messages += await self.heard.erase_person(person)
             calls += await self.store.delete_speaker_calls(person)
             for tier in self.tiers:
                 memories += await tier.erase_person(person)
@@ -292,6 +311,9 @@ class Eraser:
                     if call.get("function", {}).get("name") in PRIVATE_TOOLS:
                         cutter.add(_argument_text(call.get("function", {}).get("arguments")))
             await asyncio.sleep(0)  # a long scan yields to the turns people wait on
+        if self.heard is not None:
+            for text in await self.heard.words_of(person):
+                cutter.add(text)
         return cutter
 
     async def _cut_copies(
@@ -396,7 +418,7 @@ class Eraser:
         return cut
 
     async def _cut_tiers(self, team: TeamKey, cutter: WordCutter, sessions: set[str]) -> int:
-        cut = 0
+        cut = await self.heard.cut_words(team, cutter) if self.heard is not None else 0
         for tier in self.tiers:
             if isinstance(tier, CopyTier):
                 cut += await tier.cut_words(team, cutter, sorted(sessions))
@@ -404,6 +426,8 @@ class Eraser:
 
     async def _compact(self) -> None:
         await self.store.compact()
+        if self.heard is not None:
+            await self.heard.compact()
         for tier in self.tiers:
             await tier.compact()
 
