@@ -3,7 +3,24 @@
 Why: the shipped file keeps int8 weights but dequantizes them with Cast+Mul, which onnxruntime
 folds into fp32 weights at load, so it runs as fp32 (~0.1 ms of CPU per token). onnxruntime's
 own `quantize_dynamic` (int8 weights per output channel, activations quantized on each run:
-MatMulInteger) runs the same model 2-4x faster, within cosine ≈0.99 of the fp32 vectors.
+MatMulInteger) runs the same model 1.5-2x faster, within cosine 0.98 of the fp32 vectors.
+
+The same vectors on every x86-64 CPU: onnxruntime multiplies uint8 activations by int8 weights.
+With VNNI (vpdpbusd) the products are summed in int32, exactly; on AVX2 and AVX-512 without VNNI
+(vpmaddubsw) each pair of products is summed in int16 first and saturates (2·255·127 > 32767),
+so the same file gave other vectors there (cosine 0.979 between the two on LoCoMo turns; 0.968
+to fp32 for "ok" on an AMD EPYC). onnxruntime's quantization guide
+(onnxruntime.ai/docs/performance/model-optimizations/quantization.html, "When to use
+reduce-range": "designed for the U8S8 format on AVX2 and AVX512 (non-VNNI) machines to mitigate
+saturation issues"; issue microsoft/onnxruntime#6004, PR #12088) gives the remedy used here:
+`reduce_range` keeps the weights in [-64, 64], so a pair is at most 2·255·64 = 32640 and nothing
+saturates: every CPU computes the exact integer product (on AVX2 the vectors are bit-identical
+to those of the exact uint8 x uint8 kernel). The seventh bit lost costs accuracy, which the FFN's
+down projections (input: 1536 GELU outputs with outliers, quantized with one scale per run) would
+not afford: they stay fp32 (measured, issue 25: cosine to fp32 min 0.984 on the test texts and
+0.987 over 500 LoCoMo texts, against 0.970/0.980 with them quantized; ~15 % more CPU than the
+old file on a query, still ~1.5x less than fp32). uint8 weights (exact everywhere too) were
+less close and slower.
 
 How: a child process (the `onnx` package rewriting a 90 MB graph peaks at ≈ 500 MB of RSS,
 which a child gives back; a crash there is a failed build, not a dead bot) loads the file with
@@ -34,7 +51,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 # Bump when the recipe below changes: the file name carries it, so an old file is not reused.
-RECIPE = "ort-extended/quantize_dynamic-qint8-per-channel/v1"
+RECIPE = "ort-extended/quantize_dynamic-qint8-per-channel-reduce-range-fp32-ffn-down/v2"
 BUILD_TIMEOUT = 300.0  # seconds for one build (≈3 s of CPU on an idle core)
 LOCK_TIMEOUT = BUILD_TIMEOUT + 30.0  # waiting for another process's build
 STDERR_TAIL = 300  # characters of a failed build's stderr kept for its log line
@@ -194,7 +211,8 @@ def _fsync(path: Path) -> None:
 
 
 def transform(source: Path, out: Path) -> None:
-    """The recipe (run in the child): fold and fuse with onnxruntime, then quantize_dynamic."""
+    """The recipe (run in the child): fold and fuse with onnxruntime, then quantize_dynamic
+    (why these settings: the module's docstring)."""
     import onnxruntime as ort
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -205,8 +223,30 @@ def transform(source: Path, out: Path) -> None:
     options.intra_op_num_threads = 1
     options.log_severity_level = 3
     ort.InferenceSession(str(source), sess_options=options, providers=["CPUExecutionProvider"])
-    quantize_dynamic(folded, out, weight_type=QuantType.QInt8, per_channel=True)
+    quantize_dynamic(
+        folded,
+        out,
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        reduce_range=True,  # no int16 saturation without VNNI: the same vectors on any CPU
+        nodes_to_exclude=down_projections(folded),
+    )
     folded.unlink()
+
+
+def down_projections(path: Path) -> list[str]:
+    """The MatMuls whose constant weight narrows its input (the FFN's 1536 -> 384): kept fp32."""
+    import onnx
+
+    model = onnx.load(str(path))
+    shapes = {init.name: tuple(init.dims) for init in model.graph.initializer}
+    return [
+        node.name
+        for node in model.graph.node
+        if node.op_type == "MatMul"
+        and len(shape := shapes.get(node.input[1], ())) == 2
+        and shape[0] > shape[1]
+    ]
 
 
 def main(argv: Sequence[str]) -> int:
