@@ -3,24 +3,29 @@
 Why: the shipped file keeps int8 weights but dequantizes them with Cast+Mul, which onnxruntime
 folds into fp32 weights at load, so it runs as fp32 (~0.1 ms of CPU per token). onnxruntime's
 own `quantize_dynamic` (int8 weights per output channel, activations quantized on each run:
-MatMulInteger) runs the same model 1.5-2x faster, within cosine 0.98 of the fp32 vectors.
+MatMulInteger) runs the same model 1.4-2x faster, within cosine 0.98 of the fp32 vectors.
 
 The same vectors on every x86-64 CPU: onnxruntime multiplies uint8 activations by int8 weights.
 With VNNI (vpdpbusd) the products are summed in int32, exactly; on AVX2 and AVX-512 without VNNI
 (vpmaddubsw) each pair of products is summed in int16 first and saturates (2·255·127 > 32767),
-so the same file gave other vectors there (cosine 0.979 between the two on LoCoMo turns; 0.968
-to fp32 for "ok" on an AMD EPYC). onnxruntime's quantization guide
-(onnxruntime.ai/docs/performance/model-optimizations/quantization.html, "When to use
-reduce-range": "designed for the U8S8 format on AVX2 and AVX512 (non-VNNI) machines to mitigate
-saturation issues"; issue microsoft/onnxruntime#6004, PR #12088) gives the remedy used here:
-`reduce_range` keeps the weights in [-64, 64], so a pair is at most 2·255·64 = 32640 and nothing
-saturates: every CPU computes the exact integer product (on AVX2 the vectors are bit-identical
-to those of the exact uint8 x uint8 kernel). The seventh bit lost costs accuracy, which the FFN's
-down projections (input: 1536 GELU outputs with outliers, quantized with one scale per run) would
-not afford: they stay fp32 (measured, issue 25: cosine to fp32 min 0.984 on the test texts and
-0.987 over 500 LoCoMo texts, against 0.970/0.980 with them quantized; ~15 % more CPU than the
-old file on a query, still ~1.5x less than fp32). uint8 weights (exact everywhere too) were
-less close and slower.
+so the v1 file gave other vectors there (cosine 0.979 between the two on LoCoMo texts; 0.968 to
+fp32 for "ok" on an AMD EPYC, 0.982 on VNNI). Known upstream: onnxruntime's quantization guide
+(onnxruntime.ai/docs/performance/model-optimizations/quantization.html: reduce-range "is
+designed for the U8S8 format on AVX2 and AVX512 (non-VNNI) machines to mitigate saturation
+issues. This is not needed on machines supporting VNNI"), microsoft/onnxruntime#5849 and #14642
+(a quantized BERT differing between VNNI and non-VNNI Xeons). The remedy used here: with
+`reduce_range` the weights stay in [-64, 64], a pair is at most 2·255·64 = 32640 and nothing
+saturates, so every CPU computes the exact integer product (on this AVX2 machine the vectors are
+bit-identical to those of the exact uint8 x uint8 kernels, the test's oracle). The bit lost costs
+accuracy the FFN's down projections (input: 1536 GELU outputs with outliers, one activation
+scale per run) cannot afford: they stay fp32. Measured (issue 25), cosine to fp32 min / mean:
+0.984 on the test texts, 0.987 / 0.995 over 500 LoCoMo texts (reduce_range on everything: 0.970,
+0.980 / 0.991); query CPU +19 % against v1, still 1.45x less than fp32. Also measured: uint8
+weights (exact everywhere; 0.977, 0.981; ~10 % slower at 128 tokens, and VNNI's fast path is
+u8s8), and v1 read with the session option `session.x64quantprecision` (#12088: int8 weights
+beyond ±64 made uint8 at load on non-VNNI CPUs; 0.982, 0.984 / 0.994 at v1's speed here), kept
+out because its guarantee would live in every session's options rather than in the file, with
+less margin.
 
 How: a child process (the `onnx` package rewriting a 90 MB graph peaks at ≈ 500 MB of RSS,
 which a child gives back; a crash there is a failed build, not a dead bot) loads the file with
