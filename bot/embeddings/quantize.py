@@ -3,7 +3,29 @@
 Why: the shipped file keeps int8 weights but dequantizes them with Cast+Mul, which onnxruntime
 folds into fp32 weights at load, so it runs as fp32 (~0.1 ms of CPU per token). onnxruntime's
 own `quantize_dynamic` (int8 weights per output channel, activations quantized on each run:
-MatMulInteger) runs the same model 2-4x faster, within cosine ≈0.99 of the fp32 vectors.
+MatMulInteger) runs the same model 1.4-2x faster, within cosine 0.98 of the fp32 vectors.
+
+The same vectors on every x86-64 CPU: onnxruntime multiplies uint8 activations by int8 weights.
+With VNNI (vpdpbusd) the products are summed in int32, exactly; on AVX2 and AVX-512 without VNNI
+(vpmaddubsw) each pair of products is summed in int16 first and saturates (2·255·127 > 32767),
+so the v1 file gave other vectors there (cosine 0.979 between the two on LoCoMo texts; 0.968 to
+fp32 for "ok" on an AMD EPYC, 0.982 on VNNI). Known upstream: onnxruntime's quantization guide
+(onnxruntime.ai/docs/performance/model-optimizations/quantization.html: reduce-range "is
+designed for the U8S8 format on AVX2 and AVX512 (non-VNNI) machines to mitigate saturation
+issues. This is not needed on machines supporting VNNI"), microsoft/onnxruntime#5849 and #14642
+(a quantized BERT differing between VNNI and non-VNNI Xeons). The remedy used here: with
+`reduce_range` the weights stay in [-64, 64], a pair is at most 2·255·64 = 32640 and nothing
+saturates, so every CPU computes the exact integer product (on this AVX2 machine the vectors are
+bit-identical to those of the exact uint8 x uint8 kernels, the test's oracle). The bit lost costs
+accuracy the FFN's down projections (input: 1536 GELU outputs with outliers, one activation
+scale per run) cannot afford: they stay fp32. Measured (issue 25), cosine to fp32 min / mean:
+0.984 on the test texts, 0.987 / 0.995 over 500 LoCoMo texts (reduce_range on everything: 0.970,
+0.980 / 0.991); query CPU +19 % against v1, still 1.45x less than fp32. Also measured: uint8
+weights (exact everywhere; 0.977, 0.981; ~10 % slower at 128 tokens, and VNNI's fast path is
+u8s8), and v1 read with the session option `session.x64quantprecision` (#12088: int8 weights
+beyond ±64 made uint8 at load on non-VNNI CPUs; 0.982, 0.984 / 0.994 at v1's speed here), kept
+out because its guarantee would live in every session's options rather than in the file, with
+less margin.
 
 How: a child process (the `onnx` package rewriting a 90 MB graph peaks at ≈ 500 MB of RSS,
 which a child gives back; a crash there is a failed build, not a dead bot) loads the file with
@@ -34,7 +56,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 # Bump when the recipe below changes: the file name carries it, so an old file is not reused.
-RECIPE = "ort-extended/quantize_dynamic-qint8-per-channel/v1"
+RECIPE = "ort-extended/quantize_dynamic-qint8-per-channel-reduce-range-fp32-ffn-down/v2"
 BUILD_TIMEOUT = 300.0  # seconds for one build (≈3 s of CPU on an idle core)
 LOCK_TIMEOUT = BUILD_TIMEOUT + 30.0  # waiting for another process's build
 STDERR_TAIL = 300  # characters of a failed build's stderr kept for its log line
@@ -194,7 +216,8 @@ def _fsync(path: Path) -> None:
 
 
 def transform(source: Path, out: Path) -> None:
-    """The recipe (run in the child): fold and fuse with onnxruntime, then quantize_dynamic."""
+    """The recipe (run in the child): fold and fuse with onnxruntime, then quantize_dynamic
+    (why these settings: the module's docstring)."""
     import onnxruntime as ort
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -205,8 +228,30 @@ def transform(source: Path, out: Path) -> None:
     options.intra_op_num_threads = 1
     options.log_severity_level = 3
     ort.InferenceSession(str(source), sess_options=options, providers=["CPUExecutionProvider"])
-    quantize_dynamic(folded, out, weight_type=QuantType.QInt8, per_channel=True)
+    quantize_dynamic(
+        folded,
+        out,
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        reduce_range=True,  # no int16 saturation without VNNI: the same vectors on any CPU
+        nodes_to_exclude=down_projections(folded),
+    )
     folded.unlink()
+
+
+def down_projections(path: Path) -> list[str]:
+    """The MatMuls whose constant weight narrows its input (the FFN's 1536 -> 384): kept fp32."""
+    import onnx
+
+    model = onnx.load(str(path))
+    shapes = {init.name: tuple(init.dims) for init in model.graph.initializer}
+    return [
+        node.name
+        for node in model.graph.node
+        if node.op_type == "MatMul"
+        and len(shape := shapes.get(node.input[1], ())) == 2
+        and shape[0] > shape[1]
+    ]
 
 
 def main(argv: Sequence[str]) -> int:

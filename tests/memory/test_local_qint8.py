@@ -107,10 +107,52 @@ def test_int8_vectors_are_deterministic_and_do_not_depend_on_their_batch(built: 
 
 
 def test_int8_vectors_stay_close_to_the_fp32_ones(built: Path, fp32_vectors: np.ndarray) -> None:
+    """Cosine > 0.98 to the fp32 vectors for every text here, on any x86-64 CPU: the file's
+    integer products are exact on all of them (next test), so this machine's figures are every
+    CPU's. Measured 0.984 at worst ("ok": three tokens, nothing to average the error over; the
+    others ≥ 0.99); 0.98 is the issue-25 target. The old recipe gave 0.968 here (AVX2) and 0.982
+    on VNNI CPUs."""
     _, vectors = embed("qint8", [built], TEXTS)
     cosines = (vectors * fp32_vectors).sum(axis=1)
-    assert cosines.min() > 0.97, cosines
+    assert cosines.min() > 0.98, cosines
     assert not np.array_equal(vectors, fp32_vectors)  # a different graph really ran
+
+
+def test_int8_vectors_do_not_depend_on_the_cpus_int8_instructions(
+    built: Path, tmp_path: Path
+) -> None:
+    """onnxruntime multiplies uint8 activations by int8 weights with vpdpbusd (VNNI: exact int32
+    sums) or vpmaddubsw (AVX2 and AVX-512 without VNNI: pairs summed in int16, saturating
+    beyond 32767). The weights stay in [-64, 64], so a pair is at most 2·255·64 = 32640: never
+    saturated. The oracle: the same graph with its weights shifted to uint8 (w + 128, zero point
+    + 128, the same integer product) runs onnxruntime's uint8 x uint8 kernels, which widen to 16
+    bits and sum in int32 on every x86-64, i.e. what a VNNI CPU computes. The vectors agree."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(cached(built)))
+    weights = {init.name: init for init in model.graph.initializer}
+    shifted = 0
+    for node in model.graph.node:
+        if node.op_type != "MatMulInteger":
+            continue
+        weight, zero_point = node.input[1], node.input[3]
+        array = numpy_helper.to_array(weights[weight])
+        assert array.dtype == np.int8 and -64 <= array.min() and array.max() <= 64, weight
+        for name in (weight, zero_point):
+            array = numpy_helper.to_array(weights[name])
+            as_uint8 = (array.astype(np.int16) + 128).astype(np.uint8)
+            weights[name].CopyFrom(numpy_helper.from_array(as_uint8, name))
+        shifted += 1
+    assert shifted == 6 * 5  # 6 layers: Q, K, V, attention output, FFN up (FFN down stays fp32)
+    exact = tmp_path / cached(built).name
+    onnx.save(model, str(exact))
+    sidecar(exact).write_text(sha256_of(exact) + "\n")
+
+    _, vectors = embed("qint8", [built], TEXTS)
+    name, reference = embed("qint8", [tmp_path], TEXTS)
+    assert name == local.QINT8_NAME
+    assert np.abs(vectors - reference).max() < 1e-5
 
 
 def test_an_unwritable_directory_falls_back_to_fp32_with_one_line(
