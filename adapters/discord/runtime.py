@@ -20,6 +20,7 @@ from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
 from adapters.discord.commands import DiscordCommands
 from adapters.discord.config import DiscordConfig
+from adapters.discord.gateway_guard import guard_gateway, log_event_error
 from adapters.discord.handlers import INBOX_KIND, DiscordHandlers
 from bot.core import BotCore
 from bot.eventloop import running_loop_name
@@ -64,6 +65,7 @@ class DiscordRuntime:
             self.client = discord.AutoShardedClient(shard_count=shard_count, **options)
         else:
             self.client = discord.Client(**options)
+        guard_gateway(self.client)
         self.tree: app_commands.CommandTree[discord.Client] = app_commands.CommandTree(self.client)
         self.handlers = DiscordHandlers(core, config, self.tasks, self.client)
         self.commands = DiscordCommands(core, config)
@@ -78,6 +80,7 @@ class DiscordRuntime:
         self.client.event(self.on_raw_message_edit)
         self.client.event(self.on_ready)
         self.client.event(self.on_resumed)
+        self.client.on_error = log_event_error  # type: ignore[method-assign]
 
     async def _setup_hook(self) -> None:
         """After login, before the gateway: start helpers and sync the app commands."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import re
 import time
 import zlib
@@ -92,6 +93,7 @@ class Fault:
     retry_after: float
     remaining: int = 1
     after: bool = False  # do what was asked, then answer with the error (a lost response)
+    global_: bool = False  # a global rate limit (every route of the bot), not a bucket's
 
 
 @dataclass
@@ -317,11 +319,17 @@ class FakeDiscord:
         retry_after: float = 0.05,
         times: int = 1,
         after: bool = False,
+        global_: bool = False,
     ) -> None:
         """Answer the next `times` requests matching `method` and the path regex with `status`
         (a rate limit with `retry_after` by default); nothing they asked for happens, unless
-        `after`: then it is done and only the answer is an error (a response lost on the way)."""
-        self.faults.append(Fault(method, re.compile(pattern), status, retry_after, times, after))
+        `after`: then it is done and only the answer is an error (a response lost on the way).
+        `global_`: the 429 is Discord's global limit (`"global": true`, `X-RateLimit-Global`,
+        scope `global`, no bucket headers), as Discord answers when a bot passes 50 requests a
+        second; a long `retry_after` (minutes) is what Discord sends after sustained abuse."""
+        self.faults.append(
+            Fault(method, re.compile(pattern), status, retry_after, times, after, global_)
+        )
 
     def attachment(
         self, name: str, data: bytes, content_type: str = "text/plain"
@@ -515,6 +523,33 @@ class FakeDiscord:
             if session.ws is not None and not session.ws.closed:
                 await self._send(session, frame)
 
+    async def dispatch_raw(
+        self, event: str, data: Any = None, *, d_text: str | None = None
+    ) -> None:
+        """A dispatch as a broken gateway or proxy could send it, to every session: `data` as
+        given (None, a string, a message missing fields...) or `d_text`, the JSON text of `d`
+        verbatim (a frame nested thousands deep, which `json.dumps` itself cannot build). It is
+        numbered like any dispatch but not kept for RESUME replays."""
+        for session in list(self.sessions.values()):
+            session.seq += 1
+            d = d_text if d_text is not None else json.dumps(data)
+            text = f'{{"op":0,"t":{json.dumps(event)},"s":{session.seq},"d":{d}}}'
+            await self.send_text(session, text)
+
+    async def send_text(self, session: Session, text: str) -> None:
+        """One frame of any text (not necessarily JSON) on `session`'s connection."""
+        if session.ws is None or session.ws.closed:
+            return
+        raw = text.encode()
+        try:
+            if session.compress is not None:
+                data = session.compress.compress(raw) + session.compress.flush(zlib.Z_SYNC_FLUSH)
+                await session.ws.send_bytes(data)
+            else:
+                await session.ws.send_str(text)
+        except (ConnectionError, RuntimeError):
+            session.ws = None
+
     async def drop_connection(self) -> None:
         """Cut every gateway connection without a close frame (a network failure)."""
         for session in self.sessions.values():
@@ -678,6 +713,21 @@ class FakeDiscord:
                 and fault.pattern.search(path)
             ):
                 fault.remaining -= 1
+                if fault.status == 429 and fault.global_:
+                    return _json(
+                        {
+                            "message": "You are being rate limited.",
+                            "retry_after": fault.retry_after,
+                            "global": True,
+                        },
+                        status=429,
+                        headers={
+                            "Retry-After": str(math.ceil(fault.retry_after)),
+                            "X-RateLimit-Global": "true",
+                            "X-RateLimit-Scope": "global",
+                            "Via": "1.1 google",
+                        },
+                    )
                 if fault.status == 429:
                     return _json(
                         {
