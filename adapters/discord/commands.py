@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import discord
 from discord import app_commands
@@ -43,6 +44,23 @@ def is_guild_admin(interaction: discord.Interaction) -> bool:
     return guild is not None and guild.owner_id == interaction.user.id
 
 
+IN_GUILDS_AND_DMS = app_commands.AppCommandContext(
+    guild=True, dm_channel=True, private_channel=False
+)
+IN_GUILDS = app_commands.AppCommandContext(guild=True, dm_channel=False, private_channel=False)
+GUILD_INSTALL = app_commands.AppInstallationType(guild=True, user=False)
+
+
+class CommandGroup(app_commands.Group):
+    """A top-level command whose places are given by `contexts` and `integration_types`
+    alone: Discord deprecated `dm_permission` for them, and discord.py still sends it."""
+
+    def to_dict(self, tree: app_commands.CommandTree[Any]) -> dict[str, Any]:
+        data = super().to_dict(tree)
+        data.pop("dm_permission", None)
+        return data
+
+
 class DiscordCommands:
     def __init__(self, core: BotCore, config: DiscordConfig) -> None:
         self.core = core
@@ -53,7 +71,12 @@ class DiscordCommands:
         tree.add_command(self._tools_group())
 
     def _memory_group(self) -> app_commands.Group:
-        group = app_commands.Group(name="memory", description="What the bot remembers about you")
+        group = CommandGroup(
+            name="memory",
+            description="What the bot remembers about you",
+            allowed_contexts=IN_GUILDS_AND_DMS,
+            allowed_installs=GUILD_INSTALL,
+        )
         run = self.run
 
         @group.command(name="show", description="List what the bot remembers about you")
@@ -69,8 +92,11 @@ class DiscordCommands:
         return group
 
     def _tools_group(self) -> app_commands.Group:
-        group = app_commands.Group(
-            name="tools", description="Tool packs installed in this server", guild_only=True
+        group = CommandGroup(
+            name="tools",
+            description="Tool packs installed in this server",
+            allowed_contexts=IN_GUILDS,
+            allowed_installs=GUILD_INSTALL,
         )
         run = self.run
 

@@ -19,6 +19,7 @@ from discord import app_commands
 from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
 from adapters.discord.commands import DiscordCommands
+from adapters.discord.commandsync import CommandSync
 from adapters.discord.config import DiscordConfig
 from adapters.discord.gateway_guard import guard_gateway, log_event_error
 from adapters.discord.handlers import INBOX_KIND, DiscordHandlers
@@ -70,7 +71,7 @@ class DiscordRuntime:
         self.handlers = DiscordHandlers(core, config, self.tasks, self.client)
         self.commands = DiscordCommands(core, config)
         self.commands.register(self.tree)
-        self.synced: list[int | None] = []
+        self.command_sync = CommandSync(self.tree, self.client, config.command_guilds)
         self.http_port = 0  # where /healthz and /metrics listen, once serving
         self.ready = asyncio.Event()
         self.client.setup_hook = self._setup_hook  # type: ignore[method-assign]
@@ -86,25 +87,7 @@ class DiscordRuntime:
         """After login, before the gateway: start helpers and sync the app commands."""
         self.handlers.guard.start()
         self.core.serve_inbox(INBOX_KIND, self.handlers.on_queued)
-        guilds: list[int | None] = list(self.config.command_guilds) or [None]
-        for guild_id in guilds:
-            target = discord.Object(id=guild_id) if guild_id is not None else None
-            if target is not None:
-                self.tree.copy_global_to(guild=target)
-            try:
-                synced = await self.tree.sync(guild=target)
-            except discord.HTTPException as exc:
-                emit(
-                    _LOG,
-                    "discord_command_sync_failed",
-                    logging.WARNING,
-                    guild=guild_id,
-                    status=exc.status,
-                    code=exc.code,
-                )
-                continue
-            self.synced.append(guild_id)
-            emit(_LOG, "discord_commands_synced", guild=guild_id or "global", count=len(synced))
+        await self.command_sync.start()
 
     async def on_ready(self) -> None:
         user = self.client.user
@@ -146,6 +129,7 @@ class DiscordRuntime:
             emit(_LOG, "discord_handed_back", entries=handed_back)
         left = await self.tasks.drain(self.config.shutdown_grace_seconds)
         await self.handlers.guard.stop()
+        await self.command_sync.stop()
         with contextlib.suppress(Exception):
             await self.client.close()
         emit(_LOG, "discord_stopped", cancelled=left)

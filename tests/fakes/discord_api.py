@@ -48,6 +48,17 @@ PRIVILEGED = MESSAGE_CONTENT | GUILD_MEMBERS | GUILD_PRESENCES
 EPHEMERAL = 64
 INTERACTION_WINDOW = 3.0
 _ids = itertools.count(1_300_000_000_000_000_000)
+# What Discord fills in on a registered command that the request left out (and returns so).
+COMMAND_DEFAULTS: dict[str, Any] = {
+    "type": 1,
+    "nsfw": False,
+    "default_member_permissions": None,
+    "dm_permission": True,
+    "contexts": None,
+    "integration_types": [0],
+    "name_localizations": None,
+    "description_localizations": None,
+}
 
 
 def _json(data: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -156,6 +167,7 @@ class FakeDiscord:
         self.resumes: list[dict[str, Any]] = []
         self.heartbeats = 0
         self.commands: dict[str | None, list[dict[str, Any]]] = {}  # guild id (None global)
+        self.command_puts: list[str | None] = []  # each bulk overwrite, by scope
         self.interactions: dict[str, Interaction] = {}
         self.nonces: dict[tuple[str, str], str] = {}  # (channel, nonce) -> message id
         self.faults: list[Fault] = []
@@ -810,12 +822,21 @@ class FakeDiscord:
             registered = []
             for spec in body:
                 registered.append(
-                    {**spec, "id": snowflake(), "application_id": self.app_id, "version": "1"}
+                    {
+                        **COMMAND_DEFAULTS,
+                        **spec,
+                        "id": snowflake(),
+                        "application_id": self.app_id,
+                        "version": snowflake(),
+                    }
                 )
                 if guild:
                     registered[-1]["guild_id"] = guild
             self.commands[guild] = registered
+            self.command_puts.append(guild)
             return _json(registered)
+        if sync and method == "GET":  # what is registered now, defaults filled in
+            return _json(self.commands.get(sync.group(2), []))
         m = re.fullmatch(r"/channels/(\d+)/typing", path)
         if m and method == "POST":
             return web.Response(status=204)
