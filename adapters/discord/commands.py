@@ -25,6 +25,7 @@ from adapters.common.logs import emit
 from adapters.common.split import split_message
 from adapters.discord.config import MESSAGE_LIMIT, DiscordConfig
 from adapters.discord.handlers import DM_TEAM, PLATFORM
+from adapters.discord.rest_errors import REST_ERRORS, rest_error_fields
 from bot import metrics
 from bot.core import BotCore, CommandReply, CommandRequest
 
@@ -138,8 +139,8 @@ class DiscordCommands:
         if deferred:
             try:
                 await interaction.response.defer(ephemeral=True, thinking=True)
-            except discord.HTTPException as exc:
-                emit(_LOG, "discord_defer_failed", logging.WARNING, status=exc.status)
+            except REST_ERRORS as exc:
+                emit(_LOG, "discord_defer_failed", logging.WARNING, **rest_error_fields(exc))
         await self._respond(interaction, await work, deferred=deferred)
 
     async def _handle(self, request: CommandRequest) -> CommandReply:
@@ -163,6 +164,6 @@ class DiscordCommands:
             await interaction.response.send_message(parts[0], ephemeral=True, allowed_mentions=none)
             for part in parts[1:]:
                 await interaction.followup.send(part, ephemeral=True, allowed_mentions=none)
-        except discord.HTTPException as exc:
+        except REST_ERRORS as exc:
             metrics.ERRORS.labels(PLATFORM, "command_reply_failed").inc()
-            emit(_LOG, "discord_command_reply_failed", logging.WARNING, status=exc.status)
+            emit(_LOG, "discord_command_reply_failed", logging.WARNING, **rest_error_fields(exc))

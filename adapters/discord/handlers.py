@@ -38,6 +38,7 @@ from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
 from adapters.discord.config import DiscordConfig
 from adapters.discord.normalize import mentions_bot, readable_text, thread_name
+from adapters.discord.rest_errors import REST_ERRORS, apologize_unread, rest_error_fields
 from adapters.discord.sink import DiscordReplySink
 from bot import metrics
 from bot.core import BotCore
@@ -308,7 +309,10 @@ class DiscordHandlers:
         data = delivery.body
         message = self.edits.pop(message_id, None)
         if message is None:
-            message = await self._fetch(int(data.get("channel") or 0), message_id)
+            try:
+                message = await self._fetch(int(data.get("channel") or 0), message_id)
+            except discord.RateLimited:
+                return True  # applied later, when Discord lets the message be read
         me = self.client.user if self.client is not None else None
         if message is None or me is None:
             return False  # deleted meanwhile (its deletion follows), or not connected
@@ -346,7 +350,11 @@ class DiscordHandlers:
             route = Route(kind, str(guild), str(channel), thread and str(thread))
             message = self.recent.pop(message_id, None)
             if message is None:
-                message = await self._fetch(int(data.get("channel") or 0), message_id)
+                try:
+                    message = await self._fetch(int(data.get("channel") or 0), message_id)
+                except discord.RateLimited as exc:
+                    await self._unread(int(data.get("channel") or 0), message_id, exc)
+                    return
             if message is None:
                 return  # deleted meanwhile, or out of reach: nothing to answer
             me = self.client.user if self.client is not None else None
@@ -358,8 +366,19 @@ class DiscordHandlers:
             if not data.get("change"):
                 self.accepted.pop(message_id, None)
 
+    async def _unread(self, channel_id: int, message_id: int, exc: discord.RateLimited) -> None:
+        """The message could not be read again (a long rate limit): say so, not nothing."""
+        emit(_LOG, "discord_message_unread", logging.WARNING, **rest_error_fields(exc))
+        if self.client is None:
+            return
+        try:
+            await apologize_unread(self.client, channel_id, message_id, APOLOGY)
+        except REST_ERRORS as failed:
+            emit(_LOG, "discord_reply_failed", logging.WARNING, **rest_error_fields(failed))
+
     async def _fetch(self, channel_id: int, message_id: int) -> discord.Message | None:
-        """The message again, over REST (another process accepted it and died)."""
+        """The message again, over REST (another process accepted it and died); a rate limit
+        past discord.py's cap (`discord.RateLimited`) is raised to the caller."""
         client = self.client
         if client is None:
             return None
@@ -474,7 +493,7 @@ class DiscordHandlers:
         if found is None:
             try:
                 found = await client.fetch_channel(message.id)
-            except discord.HTTPException:
+            except REST_ERRORS:
                 return None
         return found if isinstance(found, discord.Thread) else None
 
@@ -483,8 +502,8 @@ class DiscordHandlers:
             return await message.create_thread(
                 name=thread_name(text, self.config.thread_name_chars), auto_archive_duration=1440
             )
-        except discord.HTTPException as exc:
-            emit(_LOG, "discord_thread_failed", logging.WARNING, status=exc.status, code=exc.code)
+        except REST_ERRORS as exc:  # answered in place instead
+            emit(_LOG, "discord_thread_failed", logging.WARNING, **rest_error_fields(exc))
             return None
 
 

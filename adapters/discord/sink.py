@@ -26,6 +26,7 @@ import discord
 from adapters.common.logs import emit
 from adapters.common.split import close_fence, split_message
 from adapters.discord.config import MESSAGE_LIMIT, DiscordConfig
+from adapters.discord.rest_errors import REST_ERRORS, rest_error_fields
 from bot import metrics
 
 _LOG = logging.getLogger(__name__)
@@ -71,8 +72,8 @@ class DiscordReplySink:
         typing = self._target.typing()
         try:
             await typing.__aenter__()
-        except discord.HTTPException as exc:
-            emit(_LOG, "discord_typing_failed", logging.DEBUG, status=exc.status)
+        except REST_ERRORS as exc:  # the answer goes on without the indicator
+            emit(_LOG, "discord_typing_failed", logging.DEBUG, **rest_error_fields(exc))
             return
         self._typing = typing
 
