@@ -25,6 +25,7 @@ from adapters.common.logs import emit
 from adapters.common.split import split_message
 from adapters.discord.config import MESSAGE_LIMIT, DiscordConfig
 from adapters.discord.handlers import DM_TEAM, PLATFORM
+from adapters.discord.interactions import interaction_age
 from adapters.discord.rest_errors import REST_ERRORS, rest_error_fields
 from bot import metrics
 from bot.core import BotCore, CommandReply, CommandRequest
@@ -133,15 +134,32 @@ class DiscordCommands:
             text=text,
             is_platform_admin=is_guild_admin(interaction),
         )
+        # Discord's 3 seconds count from the interaction's creation (its snowflake), not from
+        # when it reached us: one delivered late has less time to be answered inline.
+        budget = self.config.command_inline_seconds
+        age = interaction_age(interaction).total_seconds()
+        inline = min(budget, max(0.0, budget - age))
+        if inline <= 0:
+            # Defer before any work: if even that is too late, the command cannot be answered
+            # and is not run (the person was told it did not respond, and will run it again).
+            if not await self._defer(interaction):
+                return
+            await self._respond(interaction, await self._handle(request), deferred=True)
+            return
         work = asyncio.ensure_future(self._handle(request))
-        done, _ = await asyncio.wait({work}, timeout=self.config.command_inline_seconds)
+        done, _ = await asyncio.wait({work}, timeout=inline)
         deferred = work not in done
         if deferred:
-            try:
-                await interaction.response.defer(ephemeral=True, thinking=True)
-            except REST_ERRORS as exc:
-                emit(_LOG, "discord_defer_failed", logging.WARNING, **rest_error_fields(exc))
+            await self._defer(interaction)
         await self._respond(interaction, await work, deferred=deferred)
+
+    async def _defer(self, interaction: discord.Interaction) -> bool:
+        try:
+            await interaction.response.defer(ephemeral=True, thinking=True)
+        except REST_ERRORS as exc:
+            emit(_LOG, "discord_defer_failed", logging.WARNING, **rest_error_fields(exc))
+            return False
+        return True
 
     async def _handle(self, request: CommandRequest) -> CommandReply:
         try:

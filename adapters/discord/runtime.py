@@ -23,6 +23,7 @@ from adapters.discord.commandsync import CommandSync
 from adapters.discord.config import DiscordConfig
 from adapters.discord.gateway_guard import guard_gateway, log_event_error
 from adapters.discord.handlers import INBOX_KIND, DiscordHandlers
+from adapters.discord.interactions import GuardedTree
 from bot.core import BotCore
 from bot.eventloop import running_loop_name
 
@@ -67,7 +68,7 @@ class DiscordRuntime:
         else:
             self.client = discord.Client(**options)
         guard_gateway(self.client)
-        self.tree: app_commands.CommandTree[discord.Client] = app_commands.CommandTree(self.client)
+        self.tree: app_commands.CommandTree[discord.Client] = GuardedTree(self.client, core)
         self.handlers = DiscordHandlers(core, config, self.tasks, self.client)
         self.commands = DiscordCommands(core, config)
         self.commands.register(self.tree)

@@ -82,6 +82,16 @@ def snowflake() -> str:
     return str(next(_ids))
 
 
+DISCORD_EPOCH_MS = 1_420_070_400_000
+_increment = itertools.count()
+
+
+def time_snowflake() -> str:
+    """A snowflake of the current time, as Discord makes them (ms since 2015 in the top bits)."""
+    now_ms = int(time.time() * 1000) - DISCORD_EPOCH_MS
+    return str((now_ms << 22) | (next(_increment) & 0xFFF))
+
+
 def _now_iso() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -127,6 +137,7 @@ class Interaction:
     response: dict[str, Any] | None = None
     followups: list[dict[str, Any]] = field(default_factory=list)
     original: dict[str, Any] | None = None
+    payload: dict[str, Any] = field(default_factory=dict)  # the INTERACTION_CREATE data
 
 
 def user_obj(user_id: str, name: str, *, bot: bool = False) -> dict[str, Any]:
@@ -474,18 +485,31 @@ class FakeDiscord:
         options: dict[str, Any] | None = None,
         *,
         permissions: int = 0,
+        delivered_after: float = 0.0,
+        raw_options: Any = None,
     ) -> Interaction:
-        """A user runs `/name sub option:value`: dispatched as INTERACTION_CREATE."""
+        """A user runs `/name sub option:value`: dispatched as INTERACTION_CREATE.
+
+        The interaction's id is a snowflake of its creation time, as Discord's are, and its
+        3-second window counts from then; `delivered_after` holds the dispatch back that long
+        (a slow gateway). `raw_options` replaces the command's `options` verbatim (what a stale
+        or broken client could send)."""
+        created_at = time.monotonic()
+        interaction_id = time_snowflake()
         channel = self.channels[channel_id]
         guild_id = channel.get("guild_id")
         registered = self.commands.get(guild_id) or self.commands.get(None) or []
         command = next((c for c in registered if c["name"] == name), None)
         if command is None:
             raise AssertionError(f"/{name} was never synced")
-        spec = next(o for o in command.get("options", []) if o["name"] == sub)
-        types = {o["name"]: o["type"] for o in spec.get("options", [])}
-        inner = [{"name": k, "type": types[k], "value": v} for k, v in (options or {}).items()]
-        interaction = Interaction(id=snowflake(), token=f"itoken-{snowflake()}", created=0.0)
+        if raw_options is None:
+            spec = next(o for o in command.get("options", []) if o["name"] == sub)
+            types = {o["name"]: o["type"] for o in spec.get("options", [])}
+            inner = [{"name": k, "type": types[k], "value": v} for k, v in (options or {}).items()]
+            command_options: Any = [{"name": sub, "type": 1, "options": inner}]
+        else:
+            command_options = raw_options
+        interaction = Interaction(id=interaction_id, token=f"itoken-{snowflake()}", created=0.0)
         payload: dict[str, Any] = {
             "id": interaction.id,
             "application_id": self.app_id,
@@ -498,7 +522,7 @@ class FakeDiscord:
                 "id": command["id"],
                 "name": name,
                 "type": 1,
-                "options": [{"name": sub, "type": 1, "options": inner}],
+                "options": command_options,
             },
             "locale": "en-US",
             "app_permissions": str((1 << 53) - 1),
@@ -515,9 +539,16 @@ class FakeDiscord:
         else:
             payload["user"] = user
         self.interactions[interaction.token] = interaction
-        interaction.created = time.monotonic()
+        interaction.created = created_at
+        interaction.payload = payload
+        if delivered_after > 0:
+            await asyncio.sleep(delivered_after)
         await self.dispatch("INTERACTION_CREATE", payload)
         return interaction
+
+    async def replay_interaction(self, interaction: Interaction) -> None:
+        """The same INTERACTION_CREATE again (as a gateway proxy or a second session might)."""
+        await self.dispatch("INTERACTION_CREATE", interaction.payload)
 
     # --- gateway ----------------------------------------------------------------------------
 
