@@ -30,10 +30,10 @@ from bot.memory.episodic.service import RECALL_SHARE, EpisodicMemory, open_episo
 from bot.memory.reconcile import Reconciler
 from bot.memory.session import CompressionPolicy, SessionMemory
 from bot.memory.structured import JsonAsker
-from bot.messages import IncomingMessage, MessageRef, ReplySink
+from bot.messages import IncomingMessage, MessageRef, ReplySink, drop_quietly
 from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient, ModelError
-from bot.ratelimit import Rate, TurnLimiter
+from bot.ratelimit import DROP, Rate, TurnLimiter
 from bot.stores.factory import open_cache, open_inbox, open_store, open_write_marks
 from bot.stores.inbox import Inbox
 from bot.stores.inbox_sqlite import SqliteInbox
@@ -195,6 +195,9 @@ class BotApp(ServesInbox):
             message = replace(message, text=cut)
         session = message.session
         refusal = await self.limiter.refusal(message)
+        if refusal == DROP:
+            drop_quietly(sink)  # a flood: the person was told once in this window
+            return None
         if refusal is not None:
             await sink.finish(refusal, error=True)
             return None

@@ -86,6 +86,12 @@ class DiscordReplySink:
         if self._pump is None:
             self._pump = asyncio.create_task(self._run_pump(), name="discord-stream-pump")
 
+    def abandon(self) -> None:
+        """The turn ends without a word (`bot.messages.drop_quietly`: a flood past its one
+        refusal): nothing is posted, and the handler's apology for an unfinished turn is not."""
+        self.finished = True
+        self._done.set()
+
     async def finish(self, text: str, *, error: bool = False) -> None:
         if self.finished:
             return
