@@ -23,20 +23,17 @@ from adapters.discord.commandsync import CommandSync
 from adapters.discord.config import DiscordConfig
 from adapters.discord.gateway_guard import guard_gateway, log_event_error
 from adapters.discord.handlers import INBOX_KIND, DiscordHandlers
+from adapters.discord.intents import (
+    asks_for_content,
+    bot_intents,
+    content_granted,
+    go_without_content,
+)
 from adapters.discord.interactions import GuardedTree
 from bot.core import BotCore
 from bot.eventloop import running_loop_name
 
 _LOG = logging.getLogger(__name__)
-
-
-def bot_intents() -> discord.Intents:
-    intents = discord.Intents.none()
-    intents.guilds = True
-    intents.guild_messages = True
-    intents.dm_messages = True
-    intents.message_content = True
-    return intents
 
 
 def _quiet_voice_warnings() -> None:
@@ -56,7 +53,7 @@ class DiscordRuntime:
         self.tasks = TaskTracker("discord")
         _quiet_voice_warnings()
         options: dict[str, Any] = {
-            "intents": bot_intents(),
+            "intents": bot_intents(config.message_content),
             "allowed_mentions": discord.AllowedMentions.none(),
             "max_messages": None,
             "chunk_guilds_at_startup": False,
@@ -88,6 +85,12 @@ class DiscordRuntime:
         """After login, before the gateway: start helpers and sync the app commands."""
         self.handlers.guard.start()
         self.core.serve_inbox(INBOX_KIND, self.handlers.on_queued)
+        if (
+            self.config.message_content == "auto"
+            and asks_for_content(self.client)
+            and not content_granted(self.client)
+        ):
+            go_without_content(self.client, "not enabled for the application")
         await self.command_sync.start()
 
     async def on_ready(self) -> None:
@@ -107,8 +110,11 @@ class DiscordRuntime:
 
     async def on_message(self, message: discord.Message) -> None:
         me = self.client.user
-        if me is not None:
-            await self.handlers.on_message(message, me)
+        if me is None:
+            return
+        if not asks_for_content(self.client) and _unread_without_content(message, me):
+            return  # its text was withheld (no Message Content intent): nothing to answer
+        await self.handlers.on_message(message, me)
 
     # Raw events: the client keeps no message cache, so only these see every delete and edit.
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
@@ -135,3 +141,11 @@ class DiscordRuntime:
             await self.client.close()
         emit(_LOG, "discord_stopped", cancelled=left)
         return left
+
+
+def _unread_without_content(message: discord.Message, me: discord.ClientUser) -> bool:
+    """A guild message Discord sent without its content (the intent is off), so empty, and
+    not one it would have given the content of (a mention of the bot or a reply to it)."""
+    if message.guild is None or message.content or message.attachments:
+        return False
+    return not any(user.id == me.id for user in message.mentions)

@@ -164,6 +164,10 @@ class FakeDiscord:
     ) -> None:
         self.token = token
         self.allow_message_content = allow_message_content
+        # What the application's flags show: the Portal toggle. Set it apart from the gateway's
+        # answer for a bot whose flag is on but whose identify is still refused (4014), as
+        # happens to an app past 100 servers whose verification did not include the intent.
+        self.content_flag = allow_message_content
         self.recommended_shards = shards
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.app_id = snowflake()
@@ -561,10 +565,27 @@ class FakeDiscord:
             elif session.shard is not None and session.shard[0] != 0:
                 continue  # DMs go to shard 0
             session.seq += 1
-            frame = {"op": 0, "t": event, "s": session.seq, "d": data}
+            frame = {
+                "op": 0,
+                "t": event,
+                "s": session.seq,
+                "d": self._as_seen(session, event, data),
+            }
             session.sent.append(frame)
             if session.ws is not None and not session.ws.closed:
                 await self._send(session, frame)
+
+    def _as_seen(self, session: Session, event: str, data: dict[str, Any]) -> dict[str, Any]:
+        """A message as a session without the Message Content intent gets it: Discord empties
+        `content`, `embeds`, `attachments` and `components` unless the message is in a DM,
+        mentions the bot, or is the bot's own (replies to the bot carry it in `mentions`)."""
+        if event not in ("MESSAGE_CREATE", "MESSAGE_UPDATE") or session.intents & MESSAGE_CONTENT:
+            return data
+        if "guild_id" not in data or data.get("author", {}).get("id") == self.app_id:
+            return data
+        if any(m.get("id") == self.app_id for m in data.get("mentions") or []):
+            return data
+        return {**data, "content": "", "embeds": [], "attachments": [], "components": []}
 
     async def dispatch_raw(
         self, event: str, data: Any = None, *, d_text: str | None = None
@@ -915,7 +936,7 @@ class FakeDiscord:
             "bot_require_code_grant": False,
             "owner": user_obj(snowflake(), "owner"),
             "verify_key": "0" * 64,
-            "flags": 0 if not self.allow_message_content else 1 << 19,
+            "flags": 1 << 19 if self.content_flag else 0,  # GATEWAY_MESSAGE_CONTENT_LIMITED
             "team": None,
             "summary": "",
             "rpc_origins": [],
