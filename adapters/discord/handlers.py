@@ -53,6 +53,7 @@ APOLOGY = "Sorry, something went wrong while answering. Please try again."
 SHUTDOWN_APOLOGY = "Sorry, I was restarting and had to stop before answering. Please ask again."
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 INBOX_KIND = "discord.message"
+MAX_ALLOWED_USERS = 100  # allowed_mentions.users: Discord's limit
 MAX_BULK_DELETE = 100  # ids one MESSAGE_DELETE_BULK may name (Discord's bulk-delete limit)
 
 Kind = Literal["dm", "reply", "new_thread", "thread", "thread_maybe"]
@@ -92,8 +93,9 @@ def is_private_place(channel: object) -> bool:
 
 
 def safe_mentions(message: discord.Message) -> discord.AllowedMentions:
-    """No @everyone/@here, no roles, no reply ping; only users the asker named may be pinged."""
-    named = [u for u in message.mentions if not u.bot]
+    """No @everyone/@here, no roles, no reply ping; only users the asker named may be pinged,
+    the first `MAX_ALLOWED_USERS` of them (Discord rejects a message that allows more)."""
+    named = list({u.id: u for u in message.mentions if not u.bot}.values())[:MAX_ALLOWED_USERS]
     return discord.AllowedMentions(everyone=False, roles=False, users=named, replied_user=False)
 
 

@@ -968,6 +968,12 @@ class FakeDiscord:
                 },
                 status=400,
             )
+        allowed = body.get("allowed_mentions") or {}
+        if len(allowed.get("users") or []) > 100:  # Discord: "Must be 100 or fewer in length."
+            return _json(
+                {"message": "Invalid Form Body", "code": 50035, "errors": {"allowed_mentions": {}}},
+                status=400,
+            )
         if not editing and not content and not files and not body.get("embeds"):
             return _json({"message": "Cannot send an empty message", "code": 50006}, status=400)
         return None
