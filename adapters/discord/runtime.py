@@ -125,8 +125,11 @@ class DiscordRuntime:
 
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
         me = self.client.user
-        if me is not None:
-            await self.handlers.on_edited(payload.message, me)
+        if me is None:
+            return
+        if not asks_for_content(self.client) and _unread_without_content(payload.message, me):
+            return  # its new text was withheld: keep what the bot has, never blank it
+        await self.handlers.on_edited(payload.message, me)
 
     async def stop(self) -> int:
         """Take no new messages, let answers in flight finish (bounded; the rest are handed back

@@ -101,3 +101,32 @@ async def test_without_the_intent_a_thread_follow_up_without_content_is_not_answ
             await h.close()
     finally:
         await fake.close()
+
+
+async def test_without_the_intent_an_edit_whose_text_was_withheld_changes_nothing(
+    start_discord: StartDiscord, make_app: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Discord sends the edit of a message that no longer mentions the bot with its content
+    emptied: the bot must not take that as the new text (it would blank what it keeps)."""
+    caplog.set_level(logging.INFO)
+    fake = await FakeDiscord(allow_message_content=False).start()
+    try:
+        ada = fake.add_user("Ada")
+        channel = first_channel(fake, fake.add_guild("Guild A"))
+        h = await DiscordHarness.start(fake, await make_app())
+        try:
+            asked = await fake.user_says(
+                channel, ada, f"{h.mention()} remember blue", mentions=[fake.app_id]
+            )
+            await fake.wait_for(lambda: bool(fake.bot_messages(channel)))
+            await h.idle()
+            await fake.user_edits(asked["id"], "remember red, no mention now")
+            await fake.user_says(channel, ada, f"{h.mention()} next", mentions=[fake.app_id])
+            await fake.wait_for(lambda: len(fake.bot_messages(channel)) >= 2)
+            await h.idle()
+            edited = [r for r in caplog.records if r.getMessage() == "discord_message_edited"]
+            assert edited == []
+        finally:
+            await h.close()
+    finally:
+        await fake.close()
