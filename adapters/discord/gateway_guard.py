@@ -30,7 +30,6 @@ import re
 import sys
 import zlib
 from collections.abc import Awaitable, Callable
-from itertools import accumulate
 from typing import Any
 
 import discord
@@ -46,8 +45,8 @@ MAX_DEPTH = 64
 _CHUNK = 1024 * 1024
 _FLUSH = b"\x00\x00\xff\xff"
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_BRACKET = re.compile(r"[\[\]{}]")
-_DELTA = {"[": 1, "{": 1, "]": -1, "}": -1}
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_PAIR = re.compile(r"[\[{][\]}]")
 _EVENT = re.compile(r'"t"\s*:\s*"([A-Z0-9_]{1,64})"')
 _OP = re.compile(r'"op"\s*:\s*(\d{1,3})')
 _SEQ = re.compile(r'"s"\s*:\s*(\d{1,18})')
@@ -120,8 +119,18 @@ def too_deep(text: str, limit: int | None = None) -> bool:
     limit = limit or MAX_DEPTH
     if text.count("{") + text.count("[") <= limit:
         return False
-    brackets = _BRACKET.findall(_STRING.sub("", text))
-    return max(accumulate(_DELTA[b] for b in brackets), default=0) > limit
+    # Brackets only (strings removed), then one innermost level peeled per pass: all in C.
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    if re.search(r"[\[{]{" + str(limit + 1) + "}", brackets):
+        return True  # a run of openings deeper than the bound: no need to peel
+    for _ in range(limit):
+        peeled = _PAIR.sub("", brackets)
+        if not peeled:
+            return False
+        if len(peeled) == len(brackets):
+            return False  # unbalanced: json.loads refuses it, nothing deep is built
+        brackets = peeled
+    return True
 
 
 def _frame_fields(text: str) -> dict[str, Any]:

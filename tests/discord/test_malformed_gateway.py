@@ -203,3 +203,18 @@ async def test_a_frame_over_the_size_bound_is_dropped_and_the_stream_still_decod
     [record] = _dropped(caplog)
     assert record.fields["reason"] == "too_large"  # type: ignore[attr-defined]
     await h.idle()
+
+
+@pytest.mark.parametrize(
+    ("text", "deep"),
+    [
+        ("[" * 64 + "]" * 64, False),  # at the bound
+        ("[" * 65 + "]" * 65, True),
+        ("[[]" * 70 + "]" * 70, True),  # deep without a long run of openings
+        ('["' + "[" * 500 + '", {"a": "' + "{" * 500 + '"}]', False),  # brackets in strings
+        ('["\\"' + "[" * 500 + '"]', False),  # an escaped quote does not end the string
+        ("[]" * 40 + "[" * 30, False),  # unbalanced: json.loads refuses it, building nothing
+    ],
+)
+def test_depth_is_measured_outside_strings(text: str, deep: bool) -> None:
+    assert gateway_guard.too_deep(text, 64) is deep
