@@ -31,6 +31,7 @@ from bot import metrics
 
 _LOG = logging.getLogger(__name__)
 PREVIEW_MARK = " …"
+CUT_NOTE = "\n\n(Discord would not take the rest of this answer just now. Please ask again.)"
 
 
 def part_nonce(seed: str, index: int) -> str:
@@ -112,7 +113,7 @@ class DiscordReplySink:
                     if sent.content != part:  # the nonce's earlier message: a re-run's preview
                         await sent.edit(content=part, allowed_mentions=self._allowed)
                     self._posted.append(sent)
-        except Exception as exc:  # Forbidden, a deleted channel, a network failure
+        except Exception as exc:  # Forbidden, a deleted channel, a rate limit, the network
             self.failed = True
             metrics.ERRORS.labels("discord", "reply_failed").inc()
             emit(
@@ -124,6 +125,20 @@ class DiscordReplySink:
                 part=len(self._posted),
                 parts=len(parts),
             )
+            if 0 < len(self._posted) < len(parts):
+                await self._say_cut()
+
+    async def _say_cut(self) -> None:
+        """Some parts went out and the rest could not (a long rate limit): say so on the last
+        one posted (an edit: another route than sending), rather than end mid-answer."""
+        last = self._posted[-1]
+        text = f"{last.content}{CUT_NOTE}"
+        if len(text) > MESSAGE_LIMIT:
+            text = f"{last.content[: MESSAGE_LIMIT - len(CUT_NOTE) - 1]}…{CUT_NOTE}"
+        try:
+            await last.edit(content=text, allowed_mentions=self._allowed)
+        except Exception as exc:
+            emit(_LOG, "discord_reply_failed", logging.WARNING, error=type(exc).__name__)
 
     # streaming -------------------------------------------------------------------------------
 

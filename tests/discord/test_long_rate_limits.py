@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from adapters.discord.handlers import APOLOGY
+from adapters.discord.sink import CUT_NOTE
 from tests.discord.conftest import StartDiscord
 from tests.discord.harness import DiscordHarness
 from tests.fakes.discord_api import FakeDiscord
+from tests.slack.echo_core import EchoCore
 
 LONG = 120.0  # seconds: past the 60 s cap, so discord.py raises instead of waiting
 
@@ -95,3 +97,18 @@ async def test_a_rate_limited_fetch_of_the_message_gets_the_apology(
     # The next one is read and answered.
     await _mention(h, channel, user, "again")
     assert fake_discord.bot_messages(channel)[-1]["content"] == "ok: again"
+
+
+async def test_an_answer_cut_by_a_long_rate_limit_says_so_on_the_part_that_went_out(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, place: tuple[str, str]
+) -> None:
+    channel, user = place
+    answer = " ".join(f"Sentence number {i} explains one more step." for i in range(120))
+    h = await start_discord(
+        EchoCore(reply=answer, chunks=1), first_edit_chars=1_000_000, first_edit_seconds=1_000.0
+    )  # no streamed preview: the final parts are the only messages sent
+    fake_discord.fail_next("POST", r"/channels/\d+/messages$", retry_after=LONG, skip=1)
+    await _mention(h, channel, user, "explain")  # answered in three parts; the second fails
+    [first] = fake_discord.bot_messages(channel)
+    assert first["content"].startswith("Sentence number 0")
+    assert first["content"].endswith(CUT_NOTE) and len(first["content"]) <= 2000

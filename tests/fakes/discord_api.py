@@ -115,6 +115,7 @@ class Fault:
     remaining: int = 1
     after: bool = False  # do what was asked, then answer with the error (a lost response)
     global_: bool = False  # a global rate limit (every route of the bot), not a bucket's
+    skip: int = 0  # matching requests let through first (fail the second part, not the first)
 
 
 @dataclass
@@ -347,15 +348,17 @@ class FakeDiscord:
         times: int = 1,
         after: bool = False,
         global_: bool = False,
+        skip: int = 0,
     ) -> None:
         """Answer the next `times` requests matching `method` and the path regex with `status`
         (a rate limit with `retry_after` by default); nothing they asked for happens, unless
         `after`: then it is done and only the answer is an error (a response lost on the way).
         `global_`: the 429 is Discord's global limit (`"global": true`, `X-RateLimit-Global`,
         scope `global`, no bucket headers), as Discord answers when a bot passes 50 requests a
-        second; a long `retry_after` (minutes) is what Discord sends after sustained abuse."""
+        second; a long `retry_after` (minutes) is what Discord sends after sustained abuse.
+        `skip`: let that many matching requests through first."""
         self.faults.append(
-            Fault(method, re.compile(pattern), status, retry_after, times, after, global_)
+            Fault(method, re.compile(pattern), status, retry_after, times, after, global_, skip)
         )
 
     def attachment(
@@ -776,6 +779,9 @@ class FakeDiscord:
                 and fault.method == method
                 and fault.pattern.search(path)
             ):
+                if fault.skip > 0:
+                    fault.skip -= 1
+                    continue
                 fault.remaining -= 1
                 if fault.status == 429 and fault.global_:
                     return _json(
