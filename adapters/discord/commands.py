@@ -63,6 +63,20 @@ class CommandGroup(app_commands.Group):
         return data
 
 
+def pack_choices(current: str) -> list[app_commands.Choice[str]]:
+    """`/tools install pack:` suggestions: the packs this build offers (a static registry), those
+    starting with what was typed first, at most 25 (Discord's limit), names within 100 chars."""
+    from tools.packs import PACKS
+
+    typed = str(current or "")[:100].strip().lower()
+    names = sorted(PACKS, key=lambda n: (not n.startswith(typed), n))
+    return [
+        app_commands.Choice(name=f"{n}: {PACKS[n].description}"[:100], value=n)
+        for n in names
+        if typed in n
+    ][:25]
+
+
 class DiscordCommands:
     def __init__(self, core: BotCore, config: DiscordConfig) -> None:
         self.core = core
@@ -112,6 +126,12 @@ class DiscordCommands:
             interaction: discord.Interaction, pack: str, settings: str | None = None
         ) -> None:
             await run(interaction, "tools", f"install {pack} {settings or ''}".strip())
+
+        @install.autocomplete("pack")
+        async def install_pack(
+            interaction: discord.Interaction, current: str
+        ) -> list[app_commands.Choice[str]]:
+            return pack_choices(current)
 
         @group.command(name="remove", description="Remove a tool pack (server admins)")
         @app_commands.describe(pack="Pack name")

@@ -123,3 +123,29 @@ async def test_a_replayed_interaction_runs_once(
     )
     assert [(r.command, r.text) for r in core.commands] == [("memory", "forget all")]
     assert len(fake_discord.calls_to("POST", r"/callback$")) == 1
+
+
+async def test_pack_names_are_suggested_while_typing(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, place: tuple[str, str]
+) -> None:
+    channel, ada = place
+    core = EchoCore()
+    await start_discord(core)
+    [tools] = [c for c in fake_discord.commands[None] if c["name"] == "tools"]
+    [install] = [o for o in tools["options"] if o["name"] == "install"]
+    assert [o.get("autocomplete") for o in install["options"] if o["name"] == "pack"] == [True]
+    focused = [{"name": "pack", "type": 3, "value": "wea", "focused": True}]
+    interaction = await fake_discord.run_command(
+        channel,
+        ada,
+        "tools",
+        "",
+        raw_options=[{"name": "install", "type": 1, "options": focused}],
+        interaction_type=4,
+    )
+    await fake_discord.wait_for(lambda: interaction.response is not None)
+    response = interaction.response
+    assert response is not None and response["type"] == 8
+    values = [c["value"] for c in response["data"]["choices"]]
+    assert values == ["weather"]
+    assert core.commands == []  # a suggestion runs nothing

@@ -494,13 +494,15 @@ class FakeDiscord:
         permissions: int = 0,
         delivered_after: float = 0.0,
         raw_options: Any = None,
+        interaction_type: int = 2,
     ) -> Interaction:
         """A user runs `/name sub option:value`: dispatched as INTERACTION_CREATE.
 
         The interaction's id is a snowflake of its creation time, as Discord's are, and its
         3-second window counts from then; `delivered_after` holds the dispatch back that long
         (a slow gateway). `raw_options` replaces the command's `options` verbatim (what a stale
-        or broken client could send)."""
+        or broken client could send). `interaction_type` 4 is an autocomplete request (its
+        answer is a type 8 callback with `choices`)."""
         created_at = time.monotonic()
         interaction_id = time_snowflake()
         channel = self.channels[channel_id]
@@ -520,7 +522,7 @@ class FakeDiscord:
         payload: dict[str, Any] = {
             "id": interaction.id,
             "application_id": self.app_id,
-            "type": 2,
+            "type": interaction_type,
             "token": interaction.token,
             "version": 1,
             "channel_id": channel_id,
@@ -1165,6 +1167,12 @@ class FakeDiscord:
             interaction.response = body
             data = (body or {}).get("data") or {}
             resource: dict[str, Any] = {"type": body["type"]}
+            choices = data.get("choices") or []
+            if body["type"] == 8 and (
+                len(choices) > 25 or any(not 1 <= len(str(c.get("name"))) <= 100 for c in choices)
+            ):  # Discord: at most 25 autocomplete choices, names of 1 to 100 characters
+                interaction.responded_at = None
+                return self._error(400, 50035, "Invalid Form Body (choices)")
             if body["type"] == 4:
                 problem = self._check_content(data, files)
                 if problem is not None:
