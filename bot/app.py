@@ -31,11 +31,11 @@ from bot.memory.heard import Hearing
 from bot.memory.reconcile import Reconciler
 from bot.memory.session import CompressionPolicy, SessionMemory
 from bot.memory.structured import JsonAsker
-from bot.messages import HeardMessage, IncomingMessage, MessageRef, ReplySink
+from bot.messages import HeardMessage, IncomingMessage, MessageRef, ReplySink, drop_quietly
 from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient, ModelError
 from bot.policy import NoPlaceSettings, PolicyResolver
-from bot.ratelimit import Rate, TurnLimiter
+from bot.ratelimit import DROP, Rate, TurnLimiter
 from bot.stores.factory import open_cache, open_inbox, open_store, open_write_marks
 from bot.stores.heard import open_heard_store
 from bot.stores.inbox import Inbox
@@ -213,6 +213,9 @@ class BotApp(ServesInbox):
             message = replace(message, text=cut)
         session = message.session
         refusal = await self.limiter.refusal(message)
+        if refusal == DROP:
+            drop_quietly(sink)  # a flood: the person was told once in this window
+            return None
         if refusal is not None:
             await sink.finish(refusal, error=True)
             return None

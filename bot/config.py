@@ -90,6 +90,8 @@ class Settings(BaseSettings):
     discord_shard_count: int | None = Field(default=None, ge=1, le=10_000)
     discord_thread_guilds: str = ""  # guild ids (or "*") answered in a new thread
     discord_allow_bots: bool = False
+    # The privileged Message Content intent: auto (run without it when refused) | on | off
+    discord_message_content: Literal["auto", "on", "off"] = "auto"
 
     bot_http_host: str = "0.0.0.0"
     bot_http_port: int = Field(default=3000, ge=0, le=65535)

@@ -139,6 +139,14 @@ class ReplySink(Protocol):
     async def finish(self, text: str, *, error: bool = False) -> None: ...
 
 
+def drop_quietly(sink: ReplySink) -> None:
+    """End a turn without a word (a flood past its one refusal): a sink that shows progress on
+    its own or answers an unfinished turn with an apology has `abandon()`, which stops that."""
+    abandon = getattr(sink, "abandon", None)
+    if callable(abandon):
+        abandon()
+
+
 MAX_REF_IDS = 100  # platform message ids one delete or edit may name (Discord's bulk limit)
 
 

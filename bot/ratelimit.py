@@ -6,6 +6,13 @@ in one round trip. Fixed windows may let through up to twice the rate across a w
 which is fine for a politeness limit and costs one counter per scope instead of a log of times.
 A refused attempt counts too, so retrying in a loop does not get through sooner.
 
+A flood is refused once, then dropped quietly: only the first attempt past a limit in a window
+gets the polite reply (the counter says which one it is, so this holds across replicas too);
+the later ones return `DROP` and no reply is posted. Posting a refusal per attempt would
+amplify the flood (500 mentions in 0.2 s were 480 posted refusals, minutes of queued sends on
+Discord). The team queue bound, counted in this process, refuses once per team per
+`QUEUE_REFUSAL_SECONDS` the same way. This holds for every platform (Slack and Discord alike).
+
 `BOT_TEAM_QUEUE` bounds the turns of one team waiting or running in this process: a burst from
 one team is refused politely instead of queueing behind the session locks without end.
 
@@ -21,6 +28,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+from cachetools import TTLCache
 
 from bot.messages import IncomingMessage
 from bot.metrics import TURNS_REFUSED
@@ -39,6 +48,10 @@ TEAM_QUEUE_REPLY = (
     "I have too many requests from this workspace in progress right now. "
     "Please try again in a moment."
 )
+
+
+DROP = ""  # `refusal()`: refused, and the person was already told in this window: say nothing
+QUEUE_REFUSAL_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -84,14 +97,21 @@ class TurnLimiter:
         self.team_queue = team_queue
         self._clock = clock
         self._in_flight: Counter[str] = Counter()  # team key -> turns admitted, not finished
+        # Teams told "too many in progress" lately: told once per QUEUE_REFUSAL_SECONDS.
+        self._queue_told: TTLCache[str, bool] = TTLCache(
+            maxsize=100_000, ttl=QUEUE_REFUSAL_SECONDS, timer=clock
+        )
 
     async def refusal(self, message: IncomingMessage) -> str | None:
-        """The polite reply if this message must not start a turn now, else None."""
+        """The polite reply if this message must not start a turn now, `DROP` if it must not
+        and the person was already told in this window, else None."""
         if message.platform == "console":
             return None
         team = message.session.team_key.id
         if self.team_queue and self._in_flight[team] >= self.team_queue:
-            return self._refused(message, "team_queue", TEAM_QUEUE_REPLY)
+            told = team in self._queue_told
+            self._queue_told[team] = True
+            return self._refused(message, "team_queue", TEAM_QUEUE_REPLY, quiet=told)
         checks = [
             (rate, scope, reason, reply)
             for rate, scope, reason, reply in (
@@ -112,7 +132,7 @@ class TurnLimiter:
             return None  # a limit is politeness: never refuse a turn because the cache is down
         for (rate, _scope, reason, reply), count in zip(checks, counts, strict=True):
             if count > rate.count:
-                return self._refused(message, reason, reply)
+                return self._refused(message, reason, reply, quiet=count > rate.count + 1)
         return None
 
     @contextmanager
@@ -127,8 +147,12 @@ class TurnLimiter:
             if self._in_flight[team] <= 0:
                 del self._in_flight[team]
 
-    def _refused(self, message: IncomingMessage, reason: str, reply: str) -> str:
+    def _refused(
+        self, message: IncomingMessage, reason: str, reply: str, *, quiet: bool = False
+    ) -> str:
         TURNS_REFUSED.labels(message.platform, reason).inc()
+        if quiet:
+            return DROP  # counted; logged once, with the first refusal of the window
         log.info(
             "turn_refused",
             extra={

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import discord
 from discord import app_commands
@@ -24,6 +25,8 @@ from adapters.common.logs import emit
 from adapters.common.split import split_message
 from adapters.discord.config import MESSAGE_LIMIT, DiscordConfig
 from adapters.discord.handlers import DM_TEAM, PLATFORM
+from adapters.discord.interactions import interaction_age
+from adapters.discord.rest_errors import REST_ERRORS, rest_error_fields
 from bot import metrics
 from bot.core import BotCore, CommandReply, CommandRequest
 
@@ -43,6 +46,37 @@ def is_guild_admin(interaction: discord.Interaction) -> bool:
     return guild is not None and guild.owner_id == interaction.user.id
 
 
+IN_GUILDS_AND_DMS = app_commands.AppCommandContext(
+    guild=True, dm_channel=True, private_channel=False
+)
+IN_GUILDS = app_commands.AppCommandContext(guild=True, dm_channel=False, private_channel=False)
+GUILD_INSTALL = app_commands.AppInstallationType(guild=True, user=False)
+
+
+class CommandGroup(app_commands.Group):
+    """A top-level command whose places are given by `contexts` and `integration_types`
+    alone: Discord deprecated `dm_permission` for them, and discord.py still sends it."""
+
+    def to_dict(self, tree: app_commands.CommandTree[Any]) -> dict[str, Any]:
+        data = super().to_dict(tree)
+        data.pop("dm_permission", None)
+        return data
+
+
+def pack_choices(current: str) -> list[app_commands.Choice[str]]:
+    """`/tools install pack:` suggestions: the packs this build offers (a static registry), those
+    starting with what was typed first, at most 25 (Discord's limit), names within 100 chars."""
+    from tools.packs import PACKS
+
+    typed = str(current or "")[:100].strip().lower()
+    names = sorted(PACKS, key=lambda n: (not n.startswith(typed), n))
+    return [
+        app_commands.Choice(name=f"{n}: {PACKS[n].description}"[:100], value=n)
+        for n in names
+        if typed in n
+    ][:25]
+
+
 class DiscordCommands:
     def __init__(self, core: BotCore, config: DiscordConfig) -> None:
         self.core = core
@@ -53,7 +87,12 @@ class DiscordCommands:
         tree.add_command(self._tools_group())
 
     def _memory_group(self) -> app_commands.Group:
-        group = app_commands.Group(name="memory", description="What the bot remembers about you")
+        group = CommandGroup(
+            name="memory",
+            description="What the bot remembers about you",
+            allowed_contexts=IN_GUILDS_AND_DMS,
+            allowed_installs=GUILD_INSTALL,
+        )
         run = self.run
 
         @group.command(name="show", description="List what the bot remembers about you")
@@ -69,8 +108,11 @@ class DiscordCommands:
         return group
 
     def _tools_group(self) -> app_commands.Group:
-        group = app_commands.Group(
-            name="tools", description="Tool packs installed in this server", guild_only=True
+        group = CommandGroup(
+            name="tools",
+            description="Tool packs installed in this server",
+            allowed_contexts=IN_GUILDS,
+            allowed_installs=GUILD_INSTALL,
         )
         run = self.run
 
@@ -84,6 +126,12 @@ class DiscordCommands:
             interaction: discord.Interaction, pack: str, settings: str | None = None
         ) -> None:
             await run(interaction, "tools", f"install {pack} {settings or ''}".strip())
+
+        @install.autocomplete("pack")
+        async def install_pack(
+            interaction: discord.Interaction, current: str
+        ) -> list[app_commands.Choice[str]]:
+            return pack_choices(current)
 
         @group.command(name="remove", description="Remove a tool pack (server admins)")
         @app_commands.describe(pack="Pack name")
@@ -106,15 +154,32 @@ class DiscordCommands:
             text=text,
             is_platform_admin=is_guild_admin(interaction),
         )
+        # Discord's 3 seconds count from the interaction's creation (its snowflake), not from
+        # when it reached us: one delivered late has less time to be answered inline.
+        budget = self.config.command_inline_seconds
+        age = interaction_age(interaction).total_seconds()
+        inline = min(budget, max(0.0, budget - age))
+        if inline <= 0:
+            # Defer before any work: if even that is too late, the command cannot be answered
+            # and is not run (the person was told it did not respond, and will run it again).
+            if not await self._defer(interaction):
+                return
+            await self._respond(interaction, await self._handle(request), deferred=True)
+            return
         work = asyncio.ensure_future(self._handle(request))
-        done, _ = await asyncio.wait({work}, timeout=self.config.command_inline_seconds)
+        done, _ = await asyncio.wait({work}, timeout=inline)
         deferred = work not in done
         if deferred:
-            try:
-                await interaction.response.defer(ephemeral=True, thinking=True)
-            except discord.HTTPException as exc:
-                emit(_LOG, "discord_defer_failed", logging.WARNING, status=exc.status)
+            await self._defer(interaction)
         await self._respond(interaction, await work, deferred=deferred)
+
+    async def _defer(self, interaction: discord.Interaction) -> bool:
+        try:
+            await interaction.response.defer(ephemeral=True, thinking=True)
+        except REST_ERRORS as exc:
+            emit(_LOG, "discord_defer_failed", logging.WARNING, **rest_error_fields(exc))
+            return False
+        return True
 
     async def _handle(self, request: CommandRequest) -> CommandReply:
         try:
@@ -137,6 +202,6 @@ class DiscordCommands:
             await interaction.response.send_message(parts[0], ephemeral=True, allowed_mentions=none)
             for part in parts[1:]:
                 await interaction.followup.send(part, ephemeral=True, allowed_mentions=none)
-        except discord.HTTPException as exc:
+        except REST_ERRORS as exc:
             metrics.ERRORS.labels(PLATFORM, "command_reply_failed").inc()
-            emit(_LOG, "discord_command_reply_failed", logging.WARNING, status=exc.status)
+            emit(_LOG, "discord_command_reply_failed", logging.WARNING, **rest_error_fields(exc))

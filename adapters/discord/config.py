@@ -43,6 +43,7 @@ class DiscordConfig:
     thread_guilds: frozenset[str] = frozenset()
     thread_everywhere: bool = False
     allow_bots: bool = False
+    message_content: str = "auto"  # DISCORD_MESSAGE_CONTENT: auto | on | off (see intents.py)
     admins: frozenset[str] = field(default_factory=frozenset)
     http_host: str = "0.0.0.0"
     http_port: int = 3000
@@ -77,6 +78,7 @@ class DiscordConfig:
             thread_guilds=frozenset(p for p in threads if p != "*"),
             thread_everywhere="*" in threads,
             allow_bots=settings.discord_allow_bots,
+            message_content=getattr(settings, "discord_message_content", "auto"),
             admins=frozenset(settings.admin_ids),
             http_host=settings.bot_http_host,
             http_port=settings.bot_http_port,

@@ -30,6 +30,7 @@ import discord
 from adapters.common.logs import emit
 from adapters.common.split import split_message
 from adapters.discord.config import MESSAGE_LIMIT
+from adapters.discord.rest_errors import REST_ERRORS, rest_error_fields
 from adapters.discord.sink import DiscordReplySink
 
 _LOG = logging.getLogger(__name__)
@@ -76,8 +77,8 @@ class ContinuingReplySink(DiscordReplySink):
         for message in stale:
             try:
                 await message.delete()
-            except discord.HTTPException as exc:
-                emit(_LOG, "discord_stale_part_kept", logging.WARNING, status=exc.status)
+            except REST_ERRORS as exc:
+                emit(_LOG, "discord_stale_part_kept", logging.WARNING, **rest_error_fields(exc))
 
 
 def noted_parts(notes: Mapping[str, Any], channel_id: int) -> list[int]:
@@ -116,8 +117,8 @@ async def find_earlier_answer(
             return await _from_history(target, question, me, after=question.id, replied=True)
         if own_thread:
             return await _from_history(target, question, me, after=None, replied=False)
-    except discord.HTTPException as exc:
-        emit(_LOG, "discord_earlier_answer_unknown", logging.WARNING, status=exc.status)
+    except REST_ERRORS as exc:
+        emit(_LOG, "discord_earlier_answer_unknown", logging.WARNING, **rest_error_fields(exc))
     return []
 
 

@@ -42,6 +42,7 @@ from adapters.discord.earlier_answer import ContinuingReplySink, as_notes, find_
 from adapters.discord.heard import earlier_fetcher, hear_message
 from adapters.discord.normalize import mentions_bot, readable_text, thread_name
 from adapters.discord.quoting import compose, quoted_blocks, replied_author_id
+from adapters.discord.rest_errors import REST_ERRORS, apologize_unread, rest_error_fields
 from bot import metrics
 from bot.core import BotCore
 from bot.inbox import Delivery, InboxItem, RetryLater
@@ -55,6 +56,7 @@ APOLOGY = "Sorry, something went wrong while answering. Please try again."
 SHUTDOWN_APOLOGY = "Sorry, I was restarting and had to stop before answering. Please ask again."
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 INBOX_KIND = "discord.message"
+MAX_ALLOWED_USERS = 100  # allowed_mentions.users: Discord's limit
 MAX_BULK_DELETE = 100  # ids one MESSAGE_DELETE_BULK may name (Discord's bulk-delete limit)
 QUOTE_MEMORY_SECONDS = 7 * 86400  # how long a quoted message's replies are remembered here
 
@@ -106,8 +108,9 @@ def addresses_bot(message: discord.Message, me: discord.abc.User, role_id: int |
 
 
 def safe_mentions(message: discord.Message) -> discord.AllowedMentions:
-    """No @everyone/@here, no roles, no reply ping; only users the asker named may be pinged."""
-    named = [u for u in message.mentions if not u.bot]
+    """No @everyone/@here, no roles, no reply ping; only users the asker named may be pinged,
+    the first `MAX_ALLOWED_USERS` of them (Discord rejects a message that allows more)."""
+    named = list({u.id: u for u in message.mentions if not u.bot}.values())[:MAX_ALLOWED_USERS]
     return discord.AllowedMentions(everyone=False, roles=False, users=named, replied_user=False)
 
 
@@ -390,7 +393,10 @@ class DiscordHandlers:
         data = delivery.body
         message = self.edits.pop(message_id, None)
         if message is None:
-            message = await self._fetch(int(data.get("channel") or 0), message_id)
+            try:
+                message = await self._fetch(int(data.get("channel") or 0), message_id)
+            except discord.RateLimited:
+                return True  # applied later, when Discord lets the message be read
         me = self.client.user if self.client is not None else None
         if message is None or me is None:
             return False  # deleted meanwhile (its deletion follows), or not connected
@@ -442,7 +448,11 @@ class DiscordHandlers:
             route = Route(kind, str(guild), str(channel), thread and str(thread))
             message = self.recent.pop(message_id, None)
             if message is None:
-                message = await self._fetch(int(data.get("channel") or 0), message_id)
+                try:
+                    message = await self._fetch(int(data.get("channel") or 0), message_id)
+                except discord.RateLimited as exc:
+                    await self._unread(int(data.get("channel") or 0), message_id, exc)
+                    return
             if message is None:
                 return  # deleted meanwhile, or out of reach: nothing to answer
             me = self.client.user if self.client is not None else None
@@ -454,8 +464,19 @@ class DiscordHandlers:
             if not data.get("change"):
                 self.accepted.pop(message_id, None)
 
+    async def _unread(self, channel_id: int, message_id: int, exc: discord.RateLimited) -> None:
+        """The message could not be read again (a long rate limit): say so, not nothing."""
+        emit(_LOG, "discord_message_unread", logging.WARNING, **rest_error_fields(exc))
+        if self.client is None:
+            return
+        try:
+            await apologize_unread(self.client, channel_id, message_id, APOLOGY)
+        except REST_ERRORS as failed:
+            emit(_LOG, "discord_reply_failed", logging.WARNING, **rest_error_fields(failed))
+
     async def _fetch(self, channel_id: int, message_id: int) -> discord.Message | None:
-        """The message again, over REST (another process accepted it and died)."""
+        """The message again, over REST (another process accepted it and died); a rate limit
+        past discord.py's cap (`discord.RateLimited`) is raised to the caller."""
         client = self.client
         if client is None:
             return None
@@ -464,13 +485,13 @@ class DiscordHandlers:
             if not isinstance(channel, discord.abc.Messageable):
                 return None
             return await channel.fetch_message(message_id)
-        except discord.HTTPException as exc:
+        except REST_ERRORS as exc:
             emit(
                 _LOG,
                 "discord_message_unavailable",
                 logging.WARNING,
                 message=str(message_id),
-                status=exc.status,
+                **rest_error_fields(exc),
             )
             return None
 
@@ -599,7 +620,7 @@ class DiscordHandlers:
         if found is None:
             try:
                 found = await client.fetch_channel(message.id)
-            except discord.HTTPException:
+            except REST_ERRORS:
                 return None
         return found if isinstance(found, discord.Thread) else None
 
@@ -608,6 +629,6 @@ class DiscordHandlers:
             return await message.create_thread(
                 name=thread_name(text, self.config.thread_name_chars), auto_archive_duration=1440
             )
-        except discord.HTTPException as exc:
-            emit(_LOG, "discord_thread_failed", logging.WARNING, status=exc.status, code=exc.code)
+        except REST_ERRORS as exc:  # answered in place instead
+            emit(_LOG, "discord_thread_failed", logging.WARNING, **rest_error_fields(exc))
             return None

@@ -28,6 +28,7 @@ from adapters.common.http import add_health_routes
 from adapters.common.logs import emit
 from adapters.discord.config import DiscordConfig, DiscordConfigError
 from adapters.discord.endpoints import point_discord_at
+from adapters.discord.intents import asks_for_content, go_without_content
 from adapters.discord.runtime import DiscordRuntime
 from bot.config import ConfigError, Settings
 from bot.core import BotCore
@@ -40,6 +41,12 @@ INTENT_REFUSED = (
 BAD_TOKEN = (
     "Discord rejected DISCORD_TOKEN (401/4004): copy the bot token again from the Developer "
     "Portal → your application → Bot → Reset Token"
+)
+
+
+SHARDING_REQUIRED = (
+    "Discord requires sharding (close code 4011: past 2,500 servers one connection may not "
+    "serve them all): unset DISCORD_SHARD_COUNT to use the count Discord recommends, or raise it"
 )
 
 
@@ -75,7 +82,7 @@ async def preflight(config: DiscordConfig) -> int | None:
         recommended, url, _limits = await http.get_bot_gateway()
     except discord.LoginFailure:
         raise DiscordStartError(BAD_TOKEN) from None
-    except (discord.HTTPException, discord.GatewayNotFound, OSError) as exc:
+    except (discord.HTTPException, discord.RateLimited, discord.GatewayNotFound, OSError) as exc:
         raise DiscordStartError(
             f"cannot reach Discord's API at {config.api_url}: {_brief(exc)}"
         ) from None
@@ -123,7 +130,7 @@ async def run_discord(
                 f"cannot serve /healthz on {config.http_host}:{config.http_port} "
                 f"(BOT_HTTP_HOST/BOT_HTTP_PORT): {exc.strerror or exc}"
             ) from None
-        client_task = asyncio.create_task(runtime.client.start(config.token), name="discord")
+        client_task = asyncio.create_task(_run_client(runtime, config), name="discord")
         stopper = asyncio.create_task(stop.wait(), name="discord-stop")
         await asyncio.wait({client_task, stopper}, return_when=asyncio.FIRST_COMPLETED)
         stopper.cancel()
@@ -142,6 +149,25 @@ async def run_discord(
         await web_runner.cleanup()
 
 
+async def _run_client(runtime: DiscordRuntime, config: DiscordConfig) -> None:
+    """`client.start`, except that with `DISCORD_MESSAGE_CONTENT=auto` a refused Message
+    Content intent (close 4014) reconnects without it (see `adapters.discord.intents`)."""
+    client = runtime.client
+    await client.login(config.token)
+    while True:
+        try:
+            await client.connect()
+            return
+        except discord.PrivilegedIntentsRequired:
+            if (
+                config.message_content != "auto"
+                or not asks_for_content(client)
+                or client.is_closed()  # a sharded client closes itself on 4014
+            ):
+                raise
+            go_without_content(client, "refused by Discord (close code 4014)")
+
+
 def _raise_start_error(task: asyncio.Task[None]) -> None:
     """Turn how the client stopped into one line (or nothing for a clean close)."""
     if task.cancelled():
@@ -158,6 +184,8 @@ def _raise_start_error(task: asyncio.Task[None]) -> None:
             raise DiscordStartError(INTENT_REFUSED) from None
         if exc.code == 4004:
             raise DiscordStartError(BAD_TOKEN) from None
+        if exc.code == 4011:
+            raise DiscordStartError(SHARDING_REQUIRED) from None
         raise DiscordStartError(
             f"Discord closed the gateway connection with code {exc.code}: {_brief(exc)}"
         ) from None

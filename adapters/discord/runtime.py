@@ -19,21 +19,21 @@ from discord import app_commands
 from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
 from adapters.discord.commands import DiscordCommands
+from adapters.discord.commandsync import CommandSync
 from adapters.discord.config import DiscordConfig
+from adapters.discord.gateway_guard import guard_gateway, log_event_error
 from adapters.discord.handlers import INBOX_KIND, DiscordHandlers
+from adapters.discord.intents import (
+    asks_for_content,
+    bot_intents,
+    content_granted,
+    go_without_content,
+)
+from adapters.discord.interactions import GuardedTree
 from bot.core import BotCore
 from bot.eventloop import running_loop_name
 
 _LOG = logging.getLogger(__name__)
-
-
-def bot_intents() -> discord.Intents:
-    intents = discord.Intents.none()
-    intents.guilds = True
-    intents.guild_messages = True
-    intents.dm_messages = True
-    intents.message_content = True
-    return intents
 
 
 def _quiet_voice_warnings() -> None:
@@ -53,7 +53,7 @@ class DiscordRuntime:
         self.tasks = TaskTracker("discord")
         _quiet_voice_warnings()
         options: dict[str, Any] = {
-            "intents": bot_intents(),
+            "intents": bot_intents(config.message_content),
             "allowed_mentions": discord.AllowedMentions.none(),
             "max_messages": None,
             "chunk_guilds_at_startup": False,
@@ -64,11 +64,12 @@ class DiscordRuntime:
             self.client = discord.AutoShardedClient(shard_count=shard_count, **options)
         else:
             self.client = discord.Client(**options)
-        self.tree: app_commands.CommandTree[discord.Client] = app_commands.CommandTree(self.client)
+        guard_gateway(self.client)
+        self.tree: app_commands.CommandTree[discord.Client] = GuardedTree(self.client, core)
         self.handlers = DiscordHandlers(core, config, self.tasks, self.client)
         self.commands = DiscordCommands(core, config)
         self.commands.register(self.tree)
-        self.synced: list[int | None] = []
+        self.command_sync = CommandSync(self.tree, self.client, config.command_guilds)
         self.http_port = 0  # where /healthz and /metrics listen, once serving
         self.ready = asyncio.Event()
         self.client.setup_hook = self._setup_hook  # type: ignore[method-assign]
@@ -78,30 +79,19 @@ class DiscordRuntime:
         self.client.event(self.on_raw_message_edit)
         self.client.event(self.on_ready)
         self.client.event(self.on_resumed)
+        self.client.on_error = log_event_error  # type: ignore[method-assign]
 
     async def _setup_hook(self) -> None:
         """After login, before the gateway: start helpers and sync the app commands."""
         self.handlers.guard.start()
         self.core.serve_inbox(INBOX_KIND, self.handlers.on_queued)
-        guilds: list[int | None] = list(self.config.command_guilds) or [None]
-        for guild_id in guilds:
-            target = discord.Object(id=guild_id) if guild_id is not None else None
-            if target is not None:
-                self.tree.copy_global_to(guild=target)
-            try:
-                synced = await self.tree.sync(guild=target)
-            except discord.HTTPException as exc:
-                emit(
-                    _LOG,
-                    "discord_command_sync_failed",
-                    logging.WARNING,
-                    guild=guild_id,
-                    status=exc.status,
-                    code=exc.code,
-                )
-                continue
-            self.synced.append(guild_id)
-            emit(_LOG, "discord_commands_synced", guild=guild_id or "global", count=len(synced))
+        if (
+            self.config.message_content == "auto"
+            and asks_for_content(self.client)
+            and not content_granted(self.client)
+        ):
+            go_without_content(self.client, "not enabled for the application")
+        await self.command_sync.start()
 
     async def on_ready(self) -> None:
         user = self.client.user
@@ -120,8 +110,11 @@ class DiscordRuntime:
 
     async def on_message(self, message: discord.Message) -> None:
         me = self.client.user
-        if me is not None:
-            await self.handlers.on_message(message, me)
+        if me is None:
+            return
+        if not asks_for_content(self.client) and _unread_without_content(message, me):
+            return  # its text was withheld (no Message Content intent): nothing to answer
+        await self.handlers.on_message(message, me)
 
     # Raw events: the client keeps no message cache, so only these see every delete and edit.
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
@@ -132,8 +125,11 @@ class DiscordRuntime:
 
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
         me = self.client.user
-        if me is not None:
-            await self.handlers.on_edited(payload.message, me)
+        if me is None:
+            return
+        if not asks_for_content(self.client) and _unread_without_content(payload.message, me):
+            return  # its new text was withheld: keep what the bot has, never blank it
+        await self.handlers.on_edited(payload.message, me)
 
     async def stop(self) -> int:
         """Take no new messages, let answers in flight finish (bounded; the rest are handed back
@@ -143,7 +139,16 @@ class DiscordRuntime:
             emit(_LOG, "discord_handed_back", entries=handed_back)
         left = await self.tasks.drain(self.config.shutdown_grace_seconds)
         await self.handlers.guard.stop()
+        await self.command_sync.stop()
         with contextlib.suppress(Exception):
             await self.client.close()
         emit(_LOG, "discord_stopped", cancelled=left)
         return left
+
+
+def _unread_without_content(message: discord.Message, me: discord.ClientUser) -> bool:
+    """A guild message Discord sent without its content (the intent is off), so empty, and
+    not one it would have given the content of (a mention of the bot or a reply to it)."""
+    if message.guild is None or message.content or message.attachments:
+        return False
+    return not any(user.id == me.id for user in message.mentions)

@@ -26,10 +26,12 @@ import discord
 from adapters.common.logs import emit
 from adapters.common.split import close_fence, split_message
 from adapters.discord.config import MESSAGE_LIMIT, DiscordConfig
+from adapters.discord.rest_errors import REST_ERRORS, rest_error_fields
 from bot import metrics
 
 _LOG = logging.getLogger(__name__)
 PREVIEW_MARK = " …"
+CUT_NOTE = "\n\n(Discord would not take the rest of this answer just now. Please ask again.)"
 
 
 def part_nonce(seed: str, index: int) -> str:
@@ -71,8 +73,8 @@ class DiscordReplySink:
         typing = self._target.typing()
         try:
             await typing.__aenter__()
-        except discord.HTTPException as exc:
-            emit(_LOG, "discord_typing_failed", logging.DEBUG, status=exc.status)
+        except REST_ERRORS as exc:  # the answer goes on without the indicator
+            emit(_LOG, "discord_typing_failed", logging.DEBUG, **rest_error_fields(exc))
             return
         self._typing = typing
 
@@ -84,6 +86,12 @@ class DiscordReplySink:
         self._dirty.set()
         if self._pump is None:
             self._pump = asyncio.create_task(self._run_pump(), name="discord-stream-pump")
+
+    def abandon(self) -> None:
+        """The turn ends without a word (`bot.messages.drop_quietly`: a flood past its one
+        refusal): nothing is posted, and the handler's apology for an unfinished turn is not."""
+        self.finished = True
+        self._done.set()
 
     async def finish(self, text: str, *, error: bool = False) -> None:
         if self.finished:
@@ -105,7 +113,7 @@ class DiscordReplySink:
                     if sent.content != part:  # the nonce's earlier message: a re-run's preview
                         await sent.edit(content=part, allowed_mentions=self._allowed)
                     self._posted.append(sent)
-        except Exception as exc:  # Forbidden, a deleted channel, a network failure
+        except Exception as exc:  # Forbidden, a deleted channel, a rate limit, the network
             self.failed = True
             metrics.ERRORS.labels("discord", "reply_failed").inc()
             emit(
@@ -117,6 +125,20 @@ class DiscordReplySink:
                 part=len(self._posted),
                 parts=len(parts),
             )
+            if 0 < len(self._posted) < len(parts):
+                await self._say_cut()
+
+    async def _say_cut(self) -> None:
+        """Some parts went out and the rest could not (a long rate limit): say so on the last
+        one posted (an edit: another route than sending), rather than end mid-answer."""
+        last = self._posted[-1]
+        text = f"{last.content}{CUT_NOTE}"
+        if len(text) > MESSAGE_LIMIT:
+            text = f"{last.content[: MESSAGE_LIMIT - len(CUT_NOTE) - 1]}…{CUT_NOTE}"
+        try:
+            await last.edit(content=text, allowed_mentions=self._allowed)
+        except Exception as exc:
+            emit(_LOG, "discord_reply_failed", logging.WARNING, error=type(exc).__name__)
 
     # streaming -------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ import pytest
 from bot.config import ConfigError, load_settings
 from bot.metrics import REGISTRY
 from bot.ratelimit import (
+    DROP,
     TEAM_QUEUE_REPLY,
     TEAM_RATE_REPLY,
     USER_RATE_REPLY,
@@ -138,7 +139,7 @@ async def test_rates_hold_across_replicas_sharing_redis(redis_url: str, redis_pr
         assert await limiters[0].refusal(person) is None
         assert await limiters[1].refusal(person) is None
         assert await limiters[0].refusal(person) == USER_RATE_REPLY
-        assert await limiters[1].refusal(person) == USER_RATE_REPLY
+        assert await limiters[1].refusal(person) == DROP  # told once, across replicas too
     finally:
         for limiter in limiters:
             await limiter.cache.close()
@@ -167,3 +168,21 @@ def test_a_malformed_rate_fails_at_start_naming_the_variable(value: str) -> None
 def test_off_and_a_rate_parse() -> None:
     assert not Rate.parse("off").enabled
     assert Rate.parse(" 30/60 ") == Rate(30, 60)
+
+
+async def test_a_flood_is_refused_once_per_window_then_dropped_quietly(
+    make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    """Posting a refusal per attempt would amplify the flood: only the first attempt past the
+    limit is told; the rest end without a word (the sink is abandoned, not finished)."""
+    app = await make_app(bot_rate_user="2/60")
+    before = refused("user_rate")
+    sinks = [await say(app, f"q{i}", user="U1", channel="C1") for i in range(12)]
+    answered = [s for s in sinks if s.final and not s.error]
+    told = [s for s in sinks if s.final == USER_RATE_REPLY]
+    assert len(answered) == 2 and len(told) == 1
+    assert all(s.final is None and not s.working_calls for s in sinks[3:])
+    assert chats(fake_openai) == 2
+    assert refused("user_rate") == before + 10  # every refusal counted, only one posted
+    other = await say(app, "hello", user="U2", channel="C1")
+    assert other.final and not other.error

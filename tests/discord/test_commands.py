@@ -48,7 +48,10 @@ async def test_commands_are_synced_to_the_configured_guilds(
     subs = {o["name"] for o in names["memory"]["options"]}
     assert subs == {"show", "forget"}
     assert {o["name"] for o in names["tools"]["options"]} == {"list", "install", "remove"}
-    assert names["tools"]["dm_permission"] is False  # tool packs belong to a guild
+    guild_ctx, bot_dm_ctx = 0, 1  # Discord's interaction context types
+    assert names["tools"]["contexts"] == [guild_ctx]  # tool packs belong to a guild
+    assert sorted(names["memory"]["contexts"]) == [guild_ctx, bot_dm_ctx]
+    assert names["tools"]["integration_types"] == [0] == names["memory"]["integration_types"]
 
 
 async def test_each_command_maps_to_the_shared_handler_text(

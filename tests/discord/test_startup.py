@@ -53,9 +53,11 @@ async def _bot_discord(fake: FakeDiscord, tmp_path: Path, **env_extra: str) -> t
 async def test_a_refused_message_content_intent_is_one_line_naming_the_portal_setting(
     tmp_path: Path,
 ) -> None:
+    """With DISCORD_MESSAGE_CONTENT=on (auto runs on without it: test_message_content.py)."""
     fake = await FakeDiscord(allow_message_content=False).start()
+    fake.content_flag = True  # the flags say yes, the gateway says no
     try:
-        code, err = await _bot_discord(fake, tmp_path)
+        code, err = await _bot_discord(fake, tmp_path, DISCORD_MESSAGE_CONTENT="on")
     finally:
         await fake.close()
     assert code == 2
@@ -136,3 +138,15 @@ async def test_healthz_reports_the_stores_and_the_gateway(
         async with http.get(f"{url}/metrics") as response:
             assert response.status == 200 and "bot_" in await response.text()
     assert body["components"] == {"store": True, "cache": True, "inbox": True, "discord": True}
+
+
+async def test_sharding_required_is_one_line_saying_what_to_set(tmp_path: Path) -> None:
+    fake = await FakeDiscord().start()
+    fake.close_on_identify = 4011
+    try:
+        code, err = await _bot_discord(fake, tmp_path)
+    finally:
+        await fake.close()
+    assert code == 2 and "Traceback" not in err
+    [line] = [line for line in err.splitlines() if line.strip()]
+    assert "4011" in line and "DISCORD_SHARD_COUNT" in line

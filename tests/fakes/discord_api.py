@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import re
 import time
 import zlib
@@ -49,6 +50,17 @@ INTERACTION_WINDOW = 3.0
 # Discord checks an `enforce_nonce` for uniqueness "in the past few minutes" only.
 NONCE_WINDOW = 300.0
 _ids = itertools.count(1_300_000_000_000_000_000)
+# What Discord fills in on a registered command that the request left out (and returns so).
+COMMAND_DEFAULTS: dict[str, Any] = {
+    "type": 1,
+    "nsfw": False,
+    "default_member_permissions": None,
+    "dm_permission": True,
+    "contexts": None,
+    "integration_types": [0],
+    "name_localizations": None,
+    "description_localizations": None,
+}
 
 
 def _json(data: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -70,6 +82,16 @@ def _as_sent(message: dict[str, Any]) -> dict[str, Any]:
 
 def snowflake() -> str:
     return str(next(_ids))
+
+
+DISCORD_EPOCH_MS = 1_420_070_400_000
+_increment = itertools.count()
+
+
+def time_snowflake() -> str:
+    """A snowflake of the current time, as Discord makes them (ms since 2015 in the top bits)."""
+    now_ms = int(time.time() * 1000) - DISCORD_EPOCH_MS
+    return str((now_ms << 22) | (next(_increment) & 0xFFF))
 
 
 def _now_iso() -> str:
@@ -94,6 +116,8 @@ class Fault:
     retry_after: float
     remaining: int = 1
     after: bool = False  # do what was asked, then answer with the error (a lost response)
+    global_: bool = False  # a global rate limit (every route of the bot), not a bucket's
+    skip: int = 0  # matching requests let through first (fail the second part, not the first)
 
 
 @dataclass
@@ -116,6 +140,7 @@ class Interaction:
     response: dict[str, Any] | None = None
     followups: list[dict[str, Any]] = field(default_factory=list)
     original: dict[str, Any] | None = None
+    payload: dict[str, Any] = field(default_factory=dict)  # the INTERACTION_CREATE data
 
 
 def user_obj(user_id: str, name: str, *, bot: bool = False) -> dict[str, Any]:
@@ -142,6 +167,10 @@ class FakeDiscord:
     ) -> None:
         self.token = token
         self.allow_message_content = allow_message_content
+        # What the application's flags show: the Portal toggle. Set it apart from the gateway's
+        # answer for a bot whose flag is on but whose identify is still refused (4014), as
+        # happens to an app past 100 servers whose verification did not include the intent.
+        self.content_flag = allow_message_content
         self.recommended_shards = shards
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.app_id = snowflake()
@@ -156,6 +185,7 @@ class FakeDiscord:
         self.resumes: list[dict[str, Any]] = []
         self.heartbeats = 0
         self.commands: dict[str | None, list[dict[str, Any]]] = {}  # guild id (None global)
+        self.command_puts: list[str | None] = []  # each bulk overwrite, by scope
         self.interactions: dict[str, Interaction] = {}
         self.nonces: dict[tuple[str, str], str] = {}  # (channel, nonce) -> message id
         self.nonce_times: dict[tuple[str, str], float] = {}  # when each nonce was last used
@@ -322,11 +352,19 @@ class FakeDiscord:
         retry_after: float = 0.05,
         times: int = 1,
         after: bool = False,
+        global_: bool = False,
+        skip: int = 0,
     ) -> None:
         """Answer the next `times` requests matching `method` and the path regex with `status`
         (a rate limit with `retry_after` by default); nothing they asked for happens, unless
-        `after`: then it is done and only the answer is an error (a response lost on the way)."""
-        self.faults.append(Fault(method, re.compile(pattern), status, retry_after, times, after))
+        `after`: then it is done and only the answer is an error (a response lost on the way).
+        `global_`: the 429 is Discord's global limit (`"global": true`, `X-RateLimit-Global`,
+        scope `global`, no bucket headers), as Discord answers when a bot passes 50 requests a
+        second; a long `retry_after` (minutes) is what Discord sends after sustained abuse.
+        `skip`: let that many matching requests through first."""
+        self.faults.append(
+            Fault(method, re.compile(pattern), status, retry_after, times, after, global_, skip)
+        )
 
     def attachment(
         self, name: str, data: bytes, content_type: str = "text/plain"
@@ -468,22 +506,37 @@ class FakeDiscord:
         options: dict[str, Any] | None = None,
         *,
         permissions: int = 0,
+        delivered_after: float = 0.0,
+        raw_options: Any = None,
+        interaction_type: int = 2,
     ) -> Interaction:
-        """A user runs `/name sub option:value`: dispatched as INTERACTION_CREATE."""
+        """A user runs `/name sub option:value`: dispatched as INTERACTION_CREATE.
+
+        The interaction's id is a snowflake of its creation time, as Discord's are, and its
+        3-second window counts from then; `delivered_after` holds the dispatch back that long
+        (a slow gateway). `raw_options` replaces the command's `options` verbatim (what a stale
+        or broken client could send). `interaction_type` 4 is an autocomplete request (its
+        answer is a type 8 callback with `choices`)."""
+        created_at = time.monotonic()
+        interaction_id = time_snowflake()
         channel = self.channels[channel_id]
         guild_id = channel.get("guild_id")
         registered = self.commands.get(guild_id) or self.commands.get(None) or []
         command = next((c for c in registered if c["name"] == name), None)
         if command is None:
             raise AssertionError(f"/{name} was never synced")
-        spec = next(o for o in command.get("options", []) if o["name"] == sub)
-        types = {o["name"]: o["type"] for o in spec.get("options", [])}
-        inner = [{"name": k, "type": types[k], "value": v} for k, v in (options or {}).items()]
-        interaction = Interaction(id=snowflake(), token=f"itoken-{snowflake()}", created=0.0)
+        if raw_options is None:
+            spec = next(o for o in command.get("options", []) if o["name"] == sub)
+            types = {o["name"]: o["type"] for o in spec.get("options", [])}
+            inner = [{"name": k, "type": types[k], "value": v} for k, v in (options or {}).items()]
+            command_options: Any = [{"name": sub, "type": 1, "options": inner}]
+        else:
+            command_options = raw_options
+        interaction = Interaction(id=interaction_id, token=f"itoken-{snowflake()}", created=0.0)
         payload: dict[str, Any] = {
             "id": interaction.id,
             "application_id": self.app_id,
-            "type": 2,
+            "type": interaction_type,
             "token": interaction.token,
             "version": 1,
             "channel_id": channel_id,
@@ -492,7 +545,7 @@ class FakeDiscord:
                 "id": command["id"],
                 "name": name,
                 "type": 1,
-                "options": [{"name": sub, "type": 1, "options": inner}],
+                "options": command_options,
             },
             "locale": "en-US",
             "app_permissions": str((1 << 53) - 1),
@@ -509,9 +562,16 @@ class FakeDiscord:
         else:
             payload["user"] = user
         self.interactions[interaction.token] = interaction
-        interaction.created = time.monotonic()
+        interaction.created = created_at
+        interaction.payload = payload
+        if delivered_after > 0:
+            await asyncio.sleep(delivered_after)
         await self.dispatch("INTERACTION_CREATE", payload)
         return interaction
+
+    async def replay_interaction(self, interaction: Interaction) -> None:
+        """The same INTERACTION_CREATE again (as a gateway proxy or a second session might)."""
+        await self.dispatch("INTERACTION_CREATE", interaction.payload)
 
     # --- gateway ----------------------------------------------------------------------------
 
@@ -524,10 +584,54 @@ class FakeDiscord:
             elif session.shard is not None and session.shard[0] != 0:
                 continue  # DMs go to shard 0
             session.seq += 1
-            frame = {"op": 0, "t": event, "s": session.seq, "d": data}
+            frame = {
+                "op": 0,
+                "t": event,
+                "s": session.seq,
+                "d": self._as_seen(session, event, data),
+            }
             session.sent.append(frame)
             if session.ws is not None and not session.ws.closed:
                 await self._send(session, frame)
+
+    def _as_seen(self, session: Session, event: str, data: dict[str, Any]) -> dict[str, Any]:
+        """A message as a session without the Message Content intent gets it: Discord empties
+        `content`, `embeds`, `attachments` and `components` unless the message is in a DM,
+        mentions the bot, or is the bot's own (replies to the bot carry it in `mentions`)."""
+        if event not in ("MESSAGE_CREATE", "MESSAGE_UPDATE") or session.intents & MESSAGE_CONTENT:
+            return data
+        if "guild_id" not in data or data.get("author", {}).get("id") == self.app_id:
+            return data
+        if any(m.get("id") == self.app_id for m in data.get("mentions") or []):
+            return data
+        return {**data, "content": "", "embeds": [], "attachments": [], "components": []}
+
+    async def dispatch_raw(
+        self, event: str, data: Any = None, *, d_text: str | None = None
+    ) -> None:
+        """A dispatch as a broken gateway or proxy could send it, to every session: `data` as
+        given (None, a string, a message missing fields...) or `d_text`, the JSON text of `d`
+        verbatim (a frame nested thousands deep, which `json.dumps` itself cannot build). It is
+        numbered like any dispatch but not kept for RESUME replays."""
+        for session in list(self.sessions.values()):
+            session.seq += 1
+            d = d_text if d_text is not None else json.dumps(data)
+            text = f'{{"op":0,"t":{json.dumps(event)},"s":{session.seq},"d":{d}}}'
+            await self.send_text(session, text)
+
+    async def send_text(self, session: Session, text: str) -> None:
+        """One frame of any text (not necessarily JSON) on `session`'s connection."""
+        if session.ws is None or session.ws.closed:
+            return
+        raw = text.encode()
+        try:
+            if session.compress is not None:
+                data = session.compress.compress(raw) + session.compress.flush(zlib.Z_SYNC_FLUSH)
+                await session.ws.send_bytes(data)
+            else:
+                await session.ws.send_str(text)
+        except (ConnectionError, RuntimeError):
+            session.ws = None
 
     async def drop_connection(self) -> None:
         """Cut every gateway connection without a close frame (a network failure)."""
@@ -691,7 +795,25 @@ class FakeDiscord:
                 and fault.method == method
                 and fault.pattern.search(path)
             ):
+                if fault.skip > 0:
+                    fault.skip -= 1
+                    continue
                 fault.remaining -= 1
+                if fault.status == 429 and fault.global_:
+                    return _json(
+                        {
+                            "message": "You are being rate limited.",
+                            "retry_after": fault.retry_after,
+                            "global": True,
+                        },
+                        status=429,
+                        headers={
+                            "Retry-After": str(math.ceil(fault.retry_after)),
+                            "X-RateLimit-Global": "true",
+                            "X-RateLimit-Scope": "global",
+                            "Via": "1.1 google",
+                        },
+                    )
                 if fault.status == 429:
                     return _json(
                         {
@@ -777,12 +899,21 @@ class FakeDiscord:
             registered = []
             for spec in body:
                 registered.append(
-                    {**spec, "id": snowflake(), "application_id": self.app_id, "version": "1"}
+                    {
+                        **COMMAND_DEFAULTS,
+                        **spec,
+                        "id": snowflake(),
+                        "application_id": self.app_id,
+                        "version": snowflake(),
+                    }
                 )
                 if guild:
                     registered[-1]["guild_id"] = guild
             self.commands[guild] = registered
+            self.command_puts.append(guild)
             return _json(registered)
+        if sync and method == "GET":  # what is registered now, defaults filled in
+            return _json(self.commands.get(sync.group(2), []))
         m = re.fullmatch(r"/channels/(\d+)/typing", path)
         if m and method == "POST":
             return web.Response(status=204)
@@ -831,7 +962,7 @@ class FakeDiscord:
             "bot_require_code_grant": False,
             "owner": user_obj(snowflake(), "owner"),
             "verify_key": "0" * 64,
-            "flags": 0 if not self.allow_message_content else 1 << 19,
+            "flags": 1 << 19 if self.content_flag else 0,  # GATEWAY_MESSAGE_CONTENT_LIMITED
             "team": None,
             "summary": "",
             "rpc_origins": [],
@@ -861,6 +992,12 @@ class FakeDiscord:
                         }
                     },
                 },
+                status=400,
+            )
+        allowed = body.get("allowed_mentions") or {}
+        if len(allowed.get("users") or []) > 100:  # Discord: "Must be 100 or fewer in length."
+            return _json(
+                {"message": "Invalid Form Body", "code": 50035, "errors": {"allowed_mentions": {}}},
                 status=400,
             )
         if not editing and not content and not files and not body.get("embeds"):
@@ -1049,6 +1186,12 @@ class FakeDiscord:
             interaction.response = body
             data = (body or {}).get("data") or {}
             resource: dict[str, Any] = {"type": body["type"]}
+            choices = data.get("choices") or []
+            if body["type"] == 8 and (
+                len(choices) > 25 or any(not 1 <= len(str(c.get("name"))) <= 100 for c in choices)
+            ):  # Discord: at most 25 autocomplete choices, names of 1 to 100 characters
+                interaction.responded_at = None
+                return self._error(400, 50035, "Invalid Form Body (choices)")
             if body["type"] == 4:
                 problem = self._check_content(data, files)
                 if problem is not None:
