@@ -485,13 +485,13 @@ class DiscordHandlers:
             if not isinstance(channel, discord.abc.Messageable):
                 return None
             return await channel.fetch_message(message_id)
-        except REST_ERRORS as exc:
+        except discord.HTTPException as exc:  # RateLimited goes to the caller (the apology)
             emit(
                 _LOG,
                 "discord_message_unavailable",
                 logging.WARNING,
                 message=str(message_id),
-                **rest_error_fields(exc),
+                status=exc.status,
             )
             return None
 

@@ -162,8 +162,12 @@ async def test_forget_all_erases_the_persons_heard_messages_and_quotes_of_them(
     await slack.wait_done(asked, timeout=10)
     assert "zebra-4417" in asked_with(fake_openai, "who brings food?")
 
-    erased = await (await slack.command("/memory", "forget all", user="U3")).json()
-    assert erased["response_type"] == "ephemeral"
+    ack = await slack.command("/memory", "forget all", user="U3")
+    assert ack.status == 200  # acked at once; the answer comes through the response_url
+    url = slack.response_urls[-1]
+    await slack.fake.wait_for(lambda: bool(slack.fake.answers_at(url)), timeout=30)
+    [erased] = slack.fake.answers_at(url)
+    assert erased["response_type"] == "ephemeral" and "erased" in erased["text"].lower()
     assert await audit(phrase="zebra-4417", store=app.store, cache=app.cache) == []
     conn = sqlite3.connect(app.settings.bot_data_dir / "heard.db")
     try:
