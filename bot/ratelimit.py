@@ -10,8 +10,9 @@ A flood is refused once, then dropped quietly: only the first attempt past a lim
 gets the polite reply (the counter says which one it is, so this holds across replicas too);
 the later ones return `DROP` and no reply is posted. Posting a refusal per attempt would
 amplify the flood (500 mentions in 0.2 s were 480 posted refusals, minutes of queued sends on
-Discord). The team queue bound, counted in this process, refuses once per team per
-`QUEUE_REFUSAL_SECONDS` the same way. This holds for every platform (Slack and Discord alike).
+Discord). The team queue bound, counted in this process, refuses each person once per
+`QUEUE_REFUSAL_SECONDS` the same way (someone else in the team who finds it full is still
+told). This holds for every platform (Slack and Discord alike).
 
 `BOT_TEAM_QUEUE` bounds the turns of one team waiting or running in this process: a burst from
 one team is refused politely instead of queueing behind the session locks without end.
@@ -97,7 +98,7 @@ class TurnLimiter:
         self.team_queue = team_queue
         self._clock = clock
         self._in_flight: Counter[str] = Counter()  # team key -> turns admitted, not finished
-        # Teams told "too many in progress" lately: told once per QUEUE_REFUSAL_SECONDS.
+        # People told "too many in progress" lately: told once per QUEUE_REFUSAL_SECONDS.
         self._queue_told: TTLCache[str, bool] = TTLCache(
             maxsize=100_000, ttl=QUEUE_REFUSAL_SECONDS, timer=clock
         )
@@ -109,8 +110,9 @@ class TurnLimiter:
             return None
         team = message.session.team_key.id
         if self.team_queue and self._in_flight[team] >= self.team_queue:
-            told = team in self._queue_told
-            self._queue_told[team] = True
+            person = message.person.id  # each person is told once; their flood is dropped
+            told = person in self._queue_told
+            self._queue_told[person] = True
             return self._refused(message, "team_queue", TEAM_QUEUE_REPLY, quiet=told)
         checks = [
             (rate, scope, reason, reply)

@@ -98,6 +98,11 @@ async def test_queued_turns_of_one_team_are_bounded(make_app: Any, fake_openai: 
     await asyncio.wait_for(arrived.wait(), timeout=30)  # both turns are at the model
     third = await say(app, "and me", user="U3", channel="C3", team="T1")
     assert third.final == TEAM_QUEUE_REPLY and third.error
+    # The same person again is dropped quietly; someone else is still told once.
+    fourth = await say(app, "me again", user="U3", channel="C3", team="T1")
+    assert fourth.final is None
+    other = await say(app, "and me too", user="U4", channel="C4", team="T1")
+    assert other.final == TEAM_QUEUE_REPLY
     gate.set()
     for sink in await asyncio.gather(*running):
         assert sink.final and not sink.error
