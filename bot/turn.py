@@ -30,6 +30,7 @@ from bot.files.vision import Vision
 from bot.memory.context import ContextBuilder, MemoryView
 from bot.memory.episodic.excerpts import message_meta
 from bot.memory.heard import Earlier
+from bot.memory.off_record import off_meta
 from bot.memory.prompts import FINAL_ANSWER_NOTE
 from bot.memory.render import (
     PRIVATE_TOOLS,
@@ -41,6 +42,7 @@ from bot.memory.render import (
 from bot.memory.resume import PriorTurn, find_prior_turn
 from bot.memory.session import HotSession, SessionMemory
 from bot.memory.speaker_facts import facts_for
+from bot.memory.speakers import said_by, shared_place
 from bot.messages import IncomingMessage, ReplySink
 from bot.model import ModelError, ModelResponse
 from bot.policy import DEFAULT_POLICY, PlacePolicy
@@ -168,6 +170,7 @@ class Turn:
     tools_tokens: int = 0
     tools_rejected: bool = False  # the server refused function tools: none offered again
     files: FileInput | None = None
+    named: bool = False  # several people talk here: messages say who said them
 
 
 @dataclass
@@ -179,6 +182,21 @@ class Exchange:
     current: list[dict[str, Any]]
     ctx: ToolContext
     guard: WriteGuard
+
+
+def as_sent(msg: IncomingMessage, *, named: bool) -> str:
+    """The person's words as the model gets them: with their name where several people talk
+    (`bot.memory.speakers`), as history renders them in the same request."""
+    return said_by(msg.text, msg.user_name, msg.person.id) if named else msg.text
+
+
+def several_speak(msg: IncomingMessage, history: Sequence[StoredMessage]) -> bool:
+    """A shared place whose conversation (as the model will see it) has more than one person:
+    then names matter, and cost a few tokens a message; with one person they would not."""
+    if not shared_place(msg.audience.id):
+        return False
+    person = msg.person.id
+    return any(m.role == "user" and m.speaker != person for m in history)
 
 
 async def _no_facts() -> list[Fact]:
@@ -342,6 +360,7 @@ class TurnRunner:
             facts=facts,
             history=history,
             prior=prior,
+            named=several_speak(msg, history),
         )
 
     async def prepare_tools(self, turn: Turn) -> None:
@@ -385,6 +404,7 @@ class TurnRunner:
             meta["files"] = files.records
         meta.update(message_meta(sent_at=msg.sent_at, private_place=msg.is_private or msg.is_dm))
         meta[META_AUDIENCE] = msg.audience.id
+        meta.update(off_meta(turn.policy.memory))
         if recalled.text:
             meta.update(
                 {
@@ -414,8 +434,10 @@ class TurnRunner:
             speaker=msg.person.id,
             recalled=recalled.text,
             heard=turn.said_before.text,
+            named=turn.named,
         )
-        content = files.content(msg.text) if files else msg.text
+        text = as_sent(msg, named=turn.named)
+        content = files.content(text) if files else text
         current: list[dict[str, Any]] = [{"role": "user", "content": content}]
         resumed = turn.prior.completed_rounds() if turn.prior is not None else []
         current += resumed
@@ -475,7 +497,7 @@ class TurnRunner:
     def _degrade(self, turn: Turn, ex: Exchange) -> bool:
         """After a malformed-request refusal: drop the images, else the tools. False when
         there is nothing left to drop (the refusal stands)."""
-        files, text = turn.files, turn.msg.text
+        files, text = turn.files, as_sent(turn.msg, named=turn.named)
         turn_id = turn.result.turn_id
         if (
             files is not None
@@ -509,7 +531,11 @@ class TurnRunner:
             content=reply,
             speaker=turn.msg.person.id,
             turn_id=result.turn_id,
-            meta={META_AUDIENCE: ex.ctx.audience, **({"private": True} if private else {})},
+            meta={
+                META_AUDIENCE: ex.ctx.audience,
+                **off_meta(turn.policy.memory),
+                **({"private": True} if private else {}),
+            },
         )
         await self.memory.append(turn.msg.session, turn.hot, [answer])
         result.reply = reply
@@ -558,7 +584,7 @@ class TurnRunner:
             speaker=ctx.speaker_id,
             turn_id=ctx.turn_id,
             tool_calls=call_dicts,
-            meta={META_AUDIENCE: ctx.audience},
+            meta={META_AUDIENCE: ctx.audience, **off_meta(turn.policy.memory)},
         )
         await self.memory.append(session, hot, [assistant])
         current.append(
@@ -602,7 +628,12 @@ class TurnRunner:
                 name=r.name,
                 tool_call_id=r.tool_call_id,
                 from_tool=True,
-                meta={"call_id": r.call_id, "outcome": r.outcome, META_AUDIENCE: ctx.audience},
+                meta={
+                    "call_id": r.call_id,
+                    "outcome": r.outcome,
+                    META_AUDIENCE: ctx.audience,
+                    **off_meta(turn.policy.memory),
+                },
             )
             for r in records
         ]

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 from bot.keys import PersonKey, SessionKey
 from bot.memory.extraction import extract
+from bot.memory.off_record import remembered
 from bot.memory.reconcile import OUTCOMES, Candidate, Reconciler
 from bot.memory.structured import JsonAsker
 from bot.memory.tombstones import buried
@@ -287,7 +288,9 @@ class Consolidator:
             whole = [m for m in messages if m.turn_id != last_turn]
             if whole:
                 messages, upto = whole, whole[-1].seq
-        extracted = await extract(self.asker, messages, upto_seq=upto, erasures=state.erasures)
+        extracted = await extract(
+            self.asker, remembered(messages), upto_seq=upto, erasures=state.erasures
+        )
         report.steps += 1 if messages else 0
         report.tokens += extracted.pending.tokens
         report.outcomes["REJECT"] += extracted.dropped

@@ -28,6 +28,7 @@ import cachetools
 from bot.memory.prompts import SYSTEM_PROMPT
 from bot.memory.render import group_turns, is_private_turn, render_group
 from bot.memory.speaker_facts import remembered_elsewhere
+from bot.memory.speakers import said_by
 from bot.memory.tags import tag_recalled
 from bot.stores.records import Fact, PinnedFact, StoredMessage
 from bot.tokens import REPLY_PRIMER, TokenCounter
@@ -53,6 +54,8 @@ class MemoryView:
     recalled: str = ""  # episodic memories for this message, already within `recall_tokens`
     # Earlier messages of the place that are not in the conversation (`bot.memory.heard`).
     heard: str = ""
+    # Several people talk here: each user message says who said it (`bot.memory.speakers`).
+    named: bool = False
 
 
 @dataclass
@@ -184,8 +187,8 @@ class ContextBuilder:
         kept_count = 0
         history_tokens = 0
         for age, group in enumerate(reversed(groups)):
-            rendered = render_group(group, aged=age >= FRESH_TURNS)
-            known = {m.content: m.tokens for m in group if m.tokens or not m.content}
+            rendered = render_group(group, aged=age >= FRESH_TURNS, named=view.named)
+            known = self._known(group, named=view.named)
             cost = sum(self._cost(m, known) for m in rendered)
             if cost > available:
                 break
@@ -221,6 +224,20 @@ class ContextBuilder:
             dropped_history=sum(len(g) for g in groups) - kept_count,
             notes=notes,
         )
+
+    def _known(self, group: Sequence[StoredMessage], *, named: bool) -> dict[str, int]:
+        """The token counts stored with a turn's messages, keyed by the content as rendered
+        (a named user message: its stored count plus its short label's)."""
+        known: dict[str, int] = {}
+        for m in group:
+            if not m.tokens and m.content:
+                continue
+            if named and m.role == "user":
+                label = said_by("", m.name, m.speaker)
+                known[label + m.content] = m.tokens + self.counter.count(label)
+            else:
+                known[m.content] = m.tokens
+        return known
 
     def _cost(self, message: dict[str, Any], known: dict[str, int]) -> int:
         """`TokenCounter.message`, reusing the token counts stored with each message."""

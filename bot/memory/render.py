@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from bot.memory.speakers import said_by
 from bot.stores.records import StoredMessage
 
 AGED_TOOL_RESULT_CHARS = 400
@@ -84,8 +85,11 @@ def compact_tool_result(content: str, max_chars: int = AGED_TOOL_RESULT_CHARS) -
     return shrunk[: max_chars - 1] + "…"
 
 
-def to_chat(msg: StoredMessage, *, aged: bool = False) -> dict[str, Any]:
+def to_chat(msg: StoredMessage, *, aged: bool = False, named: bool = False) -> dict[str, Any]:
+    """`named`: a user message says who said it (`bot.memory.speakers`)."""
     if msg.role == "user":
+        if named:
+            return {"role": "user", "content": said_by(msg.content, msg.name, msg.speaker)}
         return {"role": "user", "content": msg.content}
     if msg.role == "assistant":
         out: dict[str, Any] = {"role": "assistant", "content": msg.content or None}
@@ -96,7 +100,9 @@ def to_chat(msg: StoredMessage, *, aged: bool = False) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": msg.tool_call_id or "", "content": content}
 
 
-def render_group(group: Iterable[StoredMessage], *, aged: bool = False) -> list[dict[str, Any]]:
+def render_group(
+    group: Iterable[StoredMessage], *, aged: bool = False, named: bool = False
+) -> list[dict[str, Any]]:
     """One turn's messages, with unmatched tool calls/results dropped (e.g. after a crash)."""
     msgs = list(group)
     result_ids = {m.tool_call_id for m in msgs if m.role == "tool"}
@@ -124,7 +130,7 @@ def render_group(group: Iterable[StoredMessage], *, aged: bool = False) -> list[
                 # requests repeat them byte for byte, so the provider's prompt cache still
                 # covers everything up to the newest message.
                 out.append({"role": "system", "content": recalled})
-            out.append(to_chat(msg, aged=aged))
+            out.append(to_chat(msg, aged=aged, named=named))
     return out
 
 

@@ -33,6 +33,7 @@ from bot.activity import TurnActivity
 from bot.embeddings.base import Embedder, EmbeddingError
 from bot.keys import SessionKey, TeamKey
 from bot.memory.episodic.excerpts import excerpts
+from bot.memory.off_record import remembered
 from bot.stores.memory_index import MemoryEntry, MemoryIndex
 from bot.stores.protocols import ConversationStore, StoreUnavailable
 
@@ -190,7 +191,8 @@ class Indexer:
                 if done > 0
                 else []  # the session's first batch: nothing before it
             )
-            entries = excerpts(session, messages, before)
+            # Said where memory was off: never an entry, nor context of one (off_record).
+            entries = excerpts(session, remembered(messages), remembered(before))
             speakers = list(dict.fromkeys(p for e in entries for p in e.people))
             if speakers:
                 await self.index.add_participants(session.team_key, session.id, speakers)
