@@ -19,11 +19,12 @@ from bot import tracing
 from bot.activity import TurnActivity
 from bot.commands import CommandHandler
 from bot.config import Settings
+from bot.config_command import ConfigCommands
 from bot.core import CommandReply, CommandRequest, MessageChange
 from bot.files.intake import FileLimits, too_many_files_reply
 from bot.files.vision import Vision
 from bot.inbox import InboxWorker, ServesInbox
-from bot.keys import SessionKey
+from bot.keys import SessionKey, TeamKey
 from bot.memory.context import ContextBuilder
 from bot.memory.deletion import PlatformChanges
 from bot.memory.episodic.service import RECALL_SHARE, EpisodicMemory, open_episodic
@@ -34,12 +35,14 @@ from bot.memory.structured import JsonAsker
 from bot.messages import HeardMessage, IncomingMessage, MessageRef, ReplySink, drop_quietly
 from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient, ModelError
+from bot.place_settings_cache import CachedPlaceSettings
 from bot.policy import NoPlaceSettings, PolicyResolver
 from bot.ratelimit import DROP, Rate, TurnLimiter
 from bot.stores.factory import open_cache, open_inbox, open_store, open_write_marks
 from bot.stores.heard import open_heard_store
 from bot.stores.inbox import Inbox
 from bot.stores.inbox_sqlite import SqliteInbox
+from bot.stores.place_settings import SettingsAuthors, place_settings_of
 from bot.stores.protocols import Cache, LockTimeout, Store, StoreUnavailable
 from bot.text import clean_message, clean_request
 from bot.tokens import TokenCounter
@@ -124,8 +127,10 @@ class BotApp(ServesInbox):
         self.toolboxes.count_tokens = self.counter.tools
         # Each place's settings, resolved once per turn (bot.policy); the `/config` store
         # plugs in as the source.
+        kept = place_settings_of(store)
+        self.place_settings = CachedPlaceSettings(kept, cache) if kept is not None else None
         self.policies = PolicyResolver(
-            NoPlaceSettings(),
+            self.place_settings or NoPlaceSettings(),
             default_model=settings.bot_model,
             models=settings.allowed_models(),
         )
@@ -169,6 +174,14 @@ class BotApp(ServesInbox):
             max_chars=MAX_MESSAGE_CHARS,
         )
         self.commands.eraser.heard = heard
+        if self.place_settings is not None:
+            self.commands.config = ConfigCommands(
+                self.place_settings,
+                self.policies,
+                is_admin=self.commands.is_admin,
+                installed_packs=self._installed_packs,
+            )
+            self.commands.eraser.tiers.append(SettingsAuthors(self.place_settings.store))
         self.changes.heard = heard
         if heard is not None:
             heard.apply_change = self._apply_heard_change
@@ -242,6 +255,9 @@ class BotApp(ServesInbox):
         if result.needs_compression:
             self.schedule_compression(session)
         return result
+
+    async def _installed_packs(self, team: TeamKey) -> set[str]:
+        return {i.pack for i in await self.store.installed(team)}
 
     async def handle_command(self, request: CommandRequest) -> CommandReply:
         return await self.commands.handle(clean_request(request))

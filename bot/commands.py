@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 
+from bot.config_command import ConfigCommands
 from bot.core import CommandReply, CommandRequest
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.memory.erasure import Eraser, ErasureCounts, counts_of
@@ -144,6 +145,7 @@ class CommandHandler:
         self.box = box  # BOT_SECRET_KEY set: pack secrets are stored sealed
         self.lock_session = lock_session  # the turns' per-session lock (see forget_all)
         self.eraser = Eraser(store, lock_session=lock_session, on_erased=on_erased)
+        self.config: ConfigCommands | None = None  # `/config`, where settings can be kept
 
     async def handle(self, req: CommandRequest) -> CommandReply:
         refusal = too_long(req.text)
@@ -162,6 +164,8 @@ class CommandHandler:
                 return await self._memory(req, [w.casefold() for w in words])
             if req.command.lstrip("/") == "tools":
                 return await self._tools(req, req.text.strip())
+            if req.command.lstrip("/") == "config" and self.config is not None:
+                return await self.config.handle(req)
         except Exception:
             log.exception("command_failed", extra={"fields": {"command": req.command}})
             return CommandReply("Sorry, I couldn't do that right now. Please try again.", ok=False)

@@ -218,7 +218,7 @@ async def test_an_edit_rewrites_the_words_and_what_was_drawn_from_them(
     fake.requests.clear()
     await say(app, "what time again", "m3", user="UB")
     said = [m["content"] for m in fake.requests[-1]["messages"] if m["role"] == "user"]
-    assert "the meeting is at 4pm-bb" in said and not any("3pm-aa" in s for s in said)
+    assert "UA: the meeting is at 4pm-bb" in said and not any("3pm-aa" in s for s in said)
 
 
 async def test_a_delete_waits_for_the_turn_in_flight(
