@@ -2,9 +2,10 @@
 
 On a terminal it shows a prompt and streams the reply as it arrives; when stdin is not a terminal
 it reads one message per line and prints one reply per message (so scripts can drive it). Lines
-starting with `/memory` or `/tools` run the slash commands; the person at the terminal runs the
-bot process, so they count as its admin for `/tools install|remove`. `--user` and `--channel`
-name who is speaking and where, so several people and places can be simulated in one script.
+starting with `/memory`, `/tools` or `/config` run the slash commands; the person at the
+terminal runs the bot process, so they count as its admin (`/tools install`, `/config set`).
+`--user` and `--channel` name who is speaking and where, so several people and places can be
+simulated in one script.
 Without `--channel` the conversation is a DM between that person and the bot (`dm-<user>`);
 with it, a channel (`--private` for a private one). `--at` dates the messages (for replaying
 conversations that happened earlier).
@@ -109,7 +110,7 @@ async def run_console(
             continue
         if text in ("/quit", "/exit"):
             return 0
-        if text.startswith(("/memory", "/tools")):
+        if text.split(" ", 1)[0] in ("/memory", "/tools", "/config"):
             command, _, rest = text[1:].partition(" ")
             reply = await core.handle_command(
                 CommandRequest(PLATFORM, TEAM, channel, user, command, rest, is_platform_admin=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 from typing import Any
 
 import discord
@@ -29,10 +30,11 @@ from adapters.discord.interactions import interaction_age
 from adapters.discord.rest_errors import REST_ERRORS, rest_error_fields
 from bot import metrics
 from bot.core import BotCore, CommandReply, CommandRequest
+from bot.policy import KEYS
 
 _LOG = logging.getLogger(__name__)
 FAILED = "Sorry, that command failed. Please try again."
-GUILD_ONLY = "Tool packs are installed per server: run `/tools` in a server."
+GUILD_ONLY = "Tool packs and settings belong to a server: run this command in a server."
 
 
 def is_guild_admin(interaction: discord.Interaction) -> bool:
@@ -77,6 +79,17 @@ def pack_choices(current: str) -> list[app_commands.Choice[str]]:
     ][:25]
 
 
+def config_text(
+    action: str, key: str, value: str | None, scope: app_commands.Choice[str] | None
+) -> str:
+    """`/config set key:K value:V scope:team` as the text every surface sends the core:
+    `set team K='V'` (quoted, so a value with spaces stays one)."""
+    where = "team " if scope is not None and scope.value == "team" else ""
+    if value is None:
+        return f"{action} {where}{key}"
+    return f"{action} {where}{key}={shlex.quote(value)}"
+
+
 class DiscordCommands:
     def __init__(self, core: BotCore, config: DiscordConfig) -> None:
         self.core = core
@@ -85,6 +98,7 @@ class DiscordCommands:
     def register(self, tree: app_commands.CommandTree[discord.Client]) -> None:
         tree.add_command(self._memory_group())
         tree.add_command(self._tools_group())
+        tree.add_command(self._config_group())
 
     def _memory_group(self) -> app_commands.Group:
         group = CommandGroup(
@@ -140,9 +154,54 @@ class DiscordCommands:
 
         return group
 
+    def _config_group(self) -> app_commands.Group:
+        group = CommandGroup(
+            name="config",
+            description="How the bot behaves in this server and channel",
+            allowed_contexts=IN_GUILDS,
+            allowed_installs=GUILD_INSTALL,
+        )
+        run = self.run
+        keys = [app_commands.Choice(name=k, value=k) for k in KEYS]
+        scopes = [
+            app_commands.Choice(name="this channel", value="channel"),
+            app_commands.Choice(name="the whole server", value="team"),
+        ]
+
+        @group.command(name="show", description="The settings here, with where each comes from")
+        async def show(interaction: discord.Interaction) -> None:
+            await run(interaction, "config", "show")
+
+        @group.command(name="set", description="Change a setting (server admins)")
+        @app_commands.describe(key="Setting", value="New value", scope="Where it applies")
+        @app_commands.choices(key=keys, scope=scopes)
+        async def set_(
+            interaction: discord.Interaction,
+            key: app_commands.Choice[str],
+            value: str,
+            scope: app_commands.Choice[str] | None = None,
+        ) -> None:
+            await run(interaction, "config", config_text("set", key.value, value, scope))
+
+        @group.command(name="unset", description="Go back to the default (server admins)")
+        @app_commands.describe(key="Setting", scope="Where it applies")
+        @app_commands.choices(key=keys, scope=scopes)
+        async def unset(
+            interaction: discord.Interaction,
+            key: app_commands.Choice[str],
+            scope: app_commands.Choice[str] | None = None,
+        ) -> None:
+            await run(interaction, "config", config_text("unset", key.value, None, scope))
+
+        @group.command(name="history", description="The last changes of the settings here")
+        async def history(interaction: discord.Interaction) -> None:
+            await run(interaction, "config", "history")
+
+        return group
+
     async def run(self, interaction: discord.Interaction, command: str, text: str) -> None:
         metrics.EVENTS.labels(PLATFORM, command).inc()
-        if command == "tools" and interaction.guild_id is None:
+        if command in ("tools", "config") and interaction.guild_id is None:
             await self._respond(interaction, CommandReply(GUILD_ONLY, ok=False), deferred=False)
             return
         request = CommandRequest(

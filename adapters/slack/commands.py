@@ -37,7 +37,7 @@ from bot.core import BotCore, CommandRequest
 
 _LOG = logging.getLogger(__name__)
 PLATFORM = "slack"
-COMMANDS = ("memory", "tools")
+COMMANDS = ("memory", "tools", "config")
 COMMAND_FAILED = "Sorry, that command failed. Please try again."
 COMMAND_STOPPED = "Sorry, I was restarting and had to stop before finishing that. Please try again."
 # Slack: a response_url "can be used up to 5 times within 30 minutes" of the command.
@@ -46,6 +46,14 @@ CUT_NOTE = "\n_(cut here: the rest is longer than Slack lets a command answer)_"
 
 Respond = Callable[..., Awaitable[Any]]
 Ack = Callable[..., Awaitable[Any]]
+
+
+def needs_admin(name: str, text: str) -> bool:
+    """Whether the command may change something only admins may (then the person's admin
+    flag is looked up, a Web API call): `/tools` and `/config set|unset`."""
+    if name == "tools":
+        return True
+    return name == "config" and text.strip()[:6].casefold().startswith(("set", "unset"))
 
 
 def answer_parts(text: str, limit: int) -> list[str]:
@@ -131,7 +139,7 @@ class SlashCommands:
         team = str(context.team_id or command.get("team_id") or context.enterprise_id or "")
         user = str(command.get("user_id") or context.user_id or "")
         is_admin = False
-        if name == "tools":
+        if needs_admin(name, str(command.get("text") or "")):
             person = await self.users.get(client, team, user, fresh=True)
             is_admin = bool(person and person.is_platform_admin)
         request = CommandRequest(
