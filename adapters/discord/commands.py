@@ -34,7 +34,7 @@ from bot.policy import KEYS
 
 _LOG = logging.getLogger(__name__)
 FAILED = "Sorry, that command failed. Please try again."
-GUILD_ONLY = "Tool packs and settings belong to a server: run this command in a server."
+GUILD_ONLY = "Tool packs and settings are per server: run this command in a server."
 
 
 def is_guild_admin(interaction: discord.Interaction) -> bool:

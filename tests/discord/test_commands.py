@@ -44,7 +44,12 @@ async def test_commands_are_synced_to_the_configured_guilds(
     await start_discord(EchoCore(), command_guilds=(int(guild),))
     assert None not in fake_discord.commands  # nothing global
     names = {c["name"]: c for c in fake_discord.commands[guild]}
-    assert set(names) == {"memory", "tools"}
+    assert set(names) == {"memory", "tools", "config"}
+    config = {o["name"]: o for o in names["config"]["options"]}
+    assert set(config) == {"show", "set", "unset", "history"}
+    key = next(o for o in config["set"]["options"] if o["name"] == "key")
+    assert [c["value"] for c in key["choices"]][:3] == ["instructions", "model", "tools"]
+    assert names["config"]["contexts"] == [guild_ctx := 0]
     subs = {o["name"] for o in names["memory"]["options"]}
     assert subs == {"show", "forget"}
     assert {o["name"] for o in names["tools"]["options"]} == {"list", "install", "remove"}
@@ -75,6 +80,16 @@ async def test_each_command_maps_to_the_shared_handler_text(
             "install orders url=https://x token=t",
         ),
         ("tools", "remove", {"pack": "orders"}, "remove orders"),
+        ("config", "show", {}, "show"),
+        (
+            "config",
+            "set",
+            {"key": "instructions", "value": "Be brief, please", "scope": "team"},
+            "set team instructions='Be brief, please'",
+        ),
+        ("config", "set", {"key": "reply", "value": "all"}, "set reply=all"),
+        ("config", "unset", {"key": "reply", "scope": "channel"}, "unset reply"),
+        ("config", "history", {}, "history"),
     ]
     for name, sub, options, _ in runs:
         interaction = await fake_discord.run_command(
