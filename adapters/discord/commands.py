@@ -29,8 +29,8 @@ from adapters.discord.handlers import DM_TEAM, PLATFORM
 from adapters.discord.interactions import interaction_age
 from adapters.discord.rest_errors import REST_ERRORS, rest_error_fields
 from bot import metrics
+from bot.config_command import SETTABLE
 from bot.core import BotCore, CommandReply, CommandRequest
-from bot.policy import KEYS
 
 _LOG = logging.getLogger(__name__)
 FAILED = "Sorry, that command failed. Please try again."
@@ -162,7 +162,7 @@ class DiscordCommands:
             allowed_installs=GUILD_INSTALL,
         )
         run = self.run
-        keys = [app_commands.Choice(name=k, value=k) for k in KEYS]
+        keys = [app_commands.Choice(name=k, value=k) for k in SETTABLE]
         scopes = [
             app_commands.Choice(name="this channel", value="channel"),
             app_commands.Choice(name="the whole server", value="team"),

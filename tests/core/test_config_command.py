@@ -50,7 +50,7 @@ async def test_each_key_reaches_the_model_and_channel_beats_team(
 
     shown = (await config(app, "show", channel="C1", user="UMEMBER")).text
     assert "*language*: `de` — team" in shown and "*model*: `big-model` — channel" in shown
-    assert "*reply*: `threads` — default" in shown
+    assert "*memory*: `on` — default" in shown and "*reply*" not in shown
 
     assert (await config(app, "unset team language instructions")).ok
     fake_openai.push(text("c"))
@@ -60,9 +60,9 @@ async def test_each_key_reaches_the_model_and_channel_beats_team(
 
 async def test_members_are_refused_and_bad_values_change_nothing(make_app: Any) -> None:
     app = await make_app()
-    refused = await config(app, "set reply=all", user="UMEMBER")
+    refused = await config(app, "set language=de", user="UMEMBER")
     assert not refused.ok and "only admins" in refused.text
-    bad = await config(app, "set reply=all language=klingon! colour=blue tools=orders")
+    bad = await config(app, "set memory=off language=klingon! colour=blue tools=orders")
     assert not bad.ok and "Nothing was changed" in bad.text
     assert "language tag" in bad.text and "unknown setting" in bad.text
     assert "not installed: orders" in bad.text
@@ -70,19 +70,21 @@ async def test_members_are_refused_and_bad_values_change_nothing(make_app: Any) 
     unclosed = await config(app, 'set instructions="never closed')
     assert not unclosed.ok and "unclosed quote" in unclosed.text
     assert not (await config(app, "frobnicate")).ok
+    not_yet = await config(app, "set reply=all")  # parsed, not yet enforced: not stored
+    assert not not_yet.ok and "not available yet" in not_yet.text
 
 
 async def test_history_lists_changes_here_and_forget_takes_the_author_out(
     make_app: Any, fake_openai: FakeOpenAI
 ) -> None:
     app = await make_app()
-    await config(app, "set reply=mention")
-    await config(app, "set team bots=mentions")
-    await config(app, "set reply=all", channel="C2")
+    await config(app, "set language=de")
+    await config(app, "set team memory=off")
+    await config(app, "set language=fr", channel="C2")
     listed = (await config(app, "history", user="UMEMBER")).text
     lines = [line for line in listed.splitlines() if line.startswith("•")]
-    assert len(lines) == 2 and "*bots*" in lines[0] and "(team)" in lines[0]
-    assert "*reply*: _(none)_ → `mention`" in lines[1] and "UADMIN" in lines[1]
+    assert len(lines) == 2 and "*memory*" in lines[0] and "(team)" in lines[0]
+    assert "*language*: _(none)_ → `de`" in lines[1] and "UADMIN" in lines[1]
 
     forgot = await app.handle_command(
         CommandRequest("test", "T1", "C1", "UADMIN", "memory", "forget all")
@@ -90,7 +92,7 @@ async def test_history_lists_changes_here_and_forget_takes_the_author_out(
     assert forgot.ok
     changes = await app.place_settings.store.history(TEAM, "C1", limit=5)
     assert {c.by for c in changes} == {FORGOTTEN}
-    assert (await app.place_settings.store.place_values(TEAM, "C1"))[1] == {"reply": "mention"}
+    assert (await app.place_settings.store.place_values(TEAM, "C1"))[1] == {"language": "de"}
 
 
 async def test_a_change_in_one_replica_applies_in_the_other_at_its_next_turn(

@@ -87,8 +87,8 @@ async def test_each_command_maps_to_the_shared_handler_text(
             {"key": "instructions", "value": "Be brief, please", "scope": "team"},
             "set team instructions='Be brief, please'",
         ),
-        ("config", "set", {"key": "reply", "value": "all"}, "set reply=all"),
-        ("config", "unset", {"key": "reply", "scope": "channel"}, "unset reply"),
+        ("config", "set", {"key": "memory", "value": "off"}, "set memory=off"),
+        ("config", "unset", {"key": "memory", "scope": "channel"}, "unset memory"),
         ("config", "history", {}, "history"),
     ]
     for name, sub, options, _ in runs:
