@@ -147,7 +147,7 @@ async def test_an_edit_is_applied_not_answered(
         said["id"], f"{h.mention()} the offsite is in Porto-bb", mentions=[h.bot_id]
     )
     await ask(h, channel, bob, "remind me where")
-    assert await replied(h, channel, 2) == ["Noted.", "ok: remind me where"]
+    assert await replied(h, channel, 2) == ["Noted.", "ok: Bob: remind me where"]
     assert len(fake_discord.calls_to("POST", rf"/channels/{channel}/messages$")) == 2
     await settled(app)
     asked = request_for(fake_openai, "remind me where")
@@ -177,7 +177,7 @@ async def test_an_edit_adding_the_first_mention_is_answered_once(
     )
     await fake_discord.user_edits(reply["id"], reply["content"])  # its own message: ignored
     await ask(h, channel, bob, "hello")  # the positive signal: later in the same place
-    assert await replied(h, channel, 2) == ["ok: is anyone around?", "ok: hello"]
+    assert await replied(h, channel, 2) == ["ok: is anyone around?", "ok: Bob: hello"]
     assert len(fake_discord.calls_to("POST", rf"/channels/{channel}/messages$")) == 2
     (stored,) = await app.store.find_platform_message(TeamKey("discord", guild), plain["id"])
     assert stored.content == "is anyone around? (sorry)"  # the second edit: applied only

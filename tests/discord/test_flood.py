@@ -26,7 +26,7 @@ async def test_a_flood_of_mentions_gets_one_refusal_and_others_are_still_answere
     await fake_discord.user_says(channel, bob, f"{mention} a real question", mentions=[h.bot_id])
     await fake_discord.wait_for(
         lambda: any(
-            m["content"] == "ok: a real question" for m in fake_discord.bot_messages(channel)
+            m["content"] == "ok: Bob: a real question" for m in fake_discord.bot_messages(channel)
         ),
         timeout=60,
     )

@@ -61,7 +61,7 @@ async def test_a_reply_to_the_bots_answer_is_a_mention_with_or_without_the_ping(
     await fake_discord.user_replies(channel, bob, "thanks Ada", to=quiet["id"])
     await ask(h, channel, bob, "one more thing")  # the positive signal: later, same place
     assert len(await answered(h, channel, 4)) == 4
-    assert last_user_text(fake_openai) == "one more thing"
+    assert last_user_text(fake_openai) == "Bob: one more thing"
     # Never the message a turn answered (it may be shown as what was said before, from the
     # record of heard messages, but nothing answered it).
     assert all(
@@ -173,7 +173,7 @@ async def test_a_partial_update_adding_the_first_mention_is_answered_once(
         plain["id"], f"{h.mention()} anyone know the wifi password? please", mentions=[h.bot_id]
     )
     await ask(h, channel, bob, "hello")  # the positive signal: later in the same place
-    assert await answered(h, channel, 2) == ["ok: anyone know the wifi password?", "ok: hello"]
+    assert await answered(h, channel, 2) == ["ok: anyone know the wifi password?", "ok: Bob: hello"]
     assert len(fake_discord.calls_to("POST", rf"/channels/{channel}/messages$")) == 2
 
 

@@ -55,7 +55,7 @@ async def test_a_deleted_message_and_its_answer_leave_the_bots_memory(
     secret = "my bank PIN is 4417-zebra"
     said = await slack.channel_message(secret, user="U1", thread_ts=root)
     await slack.wait_done(said, timeout=10)
-    assert "ok: my bank PIN is 4417-zebra" in slack.replies("C1", thread_ts=root)
+    assert "ok: Alice: my bank PIN is 4417-zebra" in slack.replies("C1", thread_ts=root)
     await settled(app)
     assert "4417-zebra" in await index_text(app)  # indexed: there is something to erase
 
@@ -128,14 +128,14 @@ async def test_an_edit_changes_what_later_answers_see_and_is_not_answered(
 
     asked = request_for(fake_openai, "remind me where")
     users = [m["content"] for m in asked["messages"] if m["role"] == "user"]
-    assert "the offsite is in Porto-bb @Bob" in users  # as the core saw the message itself
+    assert "Alice: the offsite is in Porto-bb @Bob" in users  # as the core saw the message itself
     assert "Lisbon-aa" not in json.dumps(asked)
     assert "Porto-bb" in await index_text(app) and "Lisbon-aa" not in await index_text(app)
     # Answered: the mention, the message before the edit, the follow-up; never the edit.
     assert slack.replies("C1", thread_ts=root) == [
         "ok: where is the offsite",
         "Noted.",
-        "ok: remind me where",
+        "ok: Bob: remind me where",
     ]
 
 
