@@ -36,7 +36,7 @@ from bot.messages import HeardMessage, IncomingMessage, MessageRef, ReplySink, d
 from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient, ModelError
 from bot.place_settings_cache import CachedPlaceSettings
-from bot.policy import NoPlaceSettings, PolicyResolver
+from bot.policy import DEFAULT_POLICY, NoPlaceSettings, PlacePolicy, PolicyResolver
 from bot.ratelimit import DROP, Rate, TurnLimiter
 from bot.stores.factory import open_cache, open_inbox, open_store, open_write_marks
 from bot.stores.heard import open_heard_store
@@ -297,6 +297,13 @@ class BotApp(ServesInbox):
             return bool(await self.store.recent(session, limit=1))
         except StoreUnavailable:
             return False
+
+    async def place_policy(self, team: TeamKey, channel: str) -> PlacePolicy:
+        try:
+            return await self.policies.for_place(team, channel)
+        except Exception:  # a store or cache down: answer as by default, never fail routing
+            log.warning("place_policy_unavailable", extra={"fields": {"team": team.team}})
+            return DEFAULT_POLICY
 
     async def first_delivery(self, event_id: str) -> bool:
         return await self.cache.set_nx(f"event:{event_id}", ttl=24 * 3600)

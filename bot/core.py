@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from bot.inbox import Handler, InboxItem
-from bot.keys import SessionKey
+from bot.keys import SessionKey, TeamKey
 from bot.messages import HeardMessage, IncomingMessage, MessageRef, ReplySink
+from bot.policy import PlacePolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +119,10 @@ class BotCore(Protocol):
     async def in_conversation(self, session: SessionKey) -> bool:
         """True if this place already has a stored conversation with the bot (any process), so
         an adapter can treat a follow-up there as addressed to the bot without a mention."""
+
+    async def place_policy(self, team: TeamKey, channel: str) -> PlacePolicy:
+        """The place's settings (`reply`, `bots`, ...) for an adapter's routing, from the
+        per-team cache (no store round trip per message). Never raises: defaults on error."""
 
     async def first_delivery(self, event_id: str) -> bool:
         """True the first time an event id is seen (across processes, via the cache's SET NX)."""

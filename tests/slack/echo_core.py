@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 from bot.core import CommandReply, CommandRequest, MessageChange
 from bot.inbox import InboxWorker, ServesInbox
-from bot.keys import SessionKey
+from bot.keys import SessionKey, TeamKey
 from bot.messages import IncomingMessage, MessageRef, ReplySink
+from bot.policy import DEFAULT_POLICY, PlacePolicy
 
 
 @dataclass
@@ -84,6 +85,9 @@ class EchoCore(ServesInbox):
 
     async def in_conversation(self, session: SessionKey) -> bool:
         return any(m.session == session for m in self.messages)
+
+    async def place_policy(self, team: TeamKey, channel: str) -> PlacePolicy:
+        return DEFAULT_POLICY
 
     async def first_delivery(self, event_id: str) -> bool:
         if event_id in self.seen:
