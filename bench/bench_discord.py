@@ -57,6 +57,11 @@ class SleepCore:
     async def in_conversation(self, session: Any) -> bool:
         return False
 
+    async def place_policy(self, team: Any, channel: str) -> Any:
+        from bot.policy import DEFAULT_POLICY
+
+        return DEFAULT_POLICY
+
     async def first_delivery(self, event_id: str) -> bool:
         if event_id in self.seen:
             return False

@@ -27,14 +27,10 @@ from bot.stores.place_settings import FORGOTTEN, TEAM_WIDE, SettingChange
 log = logging.getLogger(__name__)
 
 HISTORY_SHOWN = 20
-# The keys `/config` changes today. `reply` and `bots` are parsed by `bot.policy` but not yet
-# enforced by the adapters, so they are refused rather than stored and silently ignored.
-SETTABLE = tuple(k for k in KEYS if k not in ("reply", "bots"))
-NOT_YET = {
-    "reply": "reply: not available yet (the bot answers mentions, and follow-ups in threads "
-    "where it has answered)",
-    "bots": "bots: not available yet (the bot does not answer other bots)",
-}
+# The keys `/config` changes today. `bots` is parsed by `bot.policy` but not yet enforced by
+# the adapters, so it is refused rather than stored and silently ignored.
+SETTABLE = tuple(k for k in KEYS if k != "bots")
+NOT_YET = {"bots": "bots: not available yet (the bot does not answer other bots)"}
 PREVIEW_CHARS = 80
 CONFIG_HELP = (
     "Usage: `/config` shows the settings here; admins can run `/config set KEY=VALUE ...` "

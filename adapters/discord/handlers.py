@@ -46,7 +46,7 @@ from adapters.discord.rest_errors import REST_ERRORS, apologize_unread, rest_err
 from bot import metrics
 from bot.core import BotCore
 from bot.inbox import Delivery, InboxItem, RetryLater
-from bot.keys import SessionKey
+from bot.keys import SessionKey, TeamKey
 from bot.messages import IncomingMessage, MessageRef
 
 _LOG = logging.getLogger(__name__)
@@ -155,7 +155,11 @@ class DiscordHandlers:
 
     # routing ---------------------------------------------------------------------------------
 
-    def route(self, message: discord.Message, me: discord.ClientUser) -> Route | None:
+    def route(
+        self, message: discord.Message, me: discord.ClientUser, *, plain: bool = False
+    ) -> Route | None:
+        """Where a message addressed to the bot is answered, or None. `plain`: route a guild
+        message that does not address it as if it did (for places with `reply=all`)."""
         author = message.author
         if author.id == me.id:
             return None
@@ -171,20 +175,44 @@ class DiscordHandlers:
         mentioned = addresses_bot(message, me, role.id if role else None)
         if isinstance(channel, discord.Thread):
             parent = str(channel.parent_id)
-            if mentioned or channel.owner_id == me.id or channel.id in self.threads:
+            if plain or mentioned or channel.owner_id == me.id or channel.id in self.threads:
                 return Route("thread", guild, parent, str(channel.id))
             if channel.id in self.quiet_threads:
                 return None
             return Route("thread_maybe", guild, parent, str(channel.id))
-        if not mentioned:
+        if not mentioned and not plain:
             return None
         if self.config.threads_in(guild) and isinstance(channel, discord.TextChannel):
             return Route("new_thread", guild, str(channel.id), None)
         return Route("reply", guild, str(channel.id), None)
 
+    async def shaped_route(self, message: discord.Message, me: discord.ClientUser) -> Route | None:
+        """`route`, then the place's `reply` setting (`/config`) for a guild message that does
+        not mention the bot: `mention` answers no follow-up in threads, `threads` (the default)
+        follow-ups in threads the bot is in, `all` every message. One cached read, no store
+        round trip (`bot.place_settings_cache`); DMs and mentions never read it."""
+        route = self.route(message, me)
+        if message.guild is None or (route is not None and route.kind in ("reply", "new_thread")):
+            return route
+        if route is not None:
+            role = message.guild.self_role
+            if addresses_bot(message, me, role.id if role else None):
+                return route
+        elif self.route(message, me, plain=True) is None:
+            return None  # not one the bot could answer at all (its own, another bot's, a pin)
+        team = TeamKey(PLATFORM, str(message.guild.id))
+        channel = message.channel
+        place = str(channel.parent_id if isinstance(channel, discord.Thread) else channel.id)
+        reply = (await self.core.place_policy(team, place)).reply
+        if reply == "all":
+            return self.route(message, me, plain=True)
+        if reply == "mention":
+            return None
+        return route
+
     async def on_message(self, message: discord.Message, me: discord.ClientUser) -> None:
         hear_message(self.core, message, me)  # kept for later mentions here (bot.memory.heard)
-        route = self.route(message, me)
+        route = await self.shaped_route(message, me)
         if route is None:
             return
         metrics.EVENTS.labels(PLATFORM, "message").inc()

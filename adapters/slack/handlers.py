@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,7 +41,7 @@ from adapters.slack.users import UserDirectory
 from bot import metrics
 from bot.core import BotCore, heard_all
 from bot.inbox import Delivery, InboxItem, RetryLater
-from bot.keys import SessionKey
+from bot.keys import SessionKey, TeamKey
 from bot.messages import IncomingMessage, MessageRef
 
 _LOG = logging.getLogger(__name__)
@@ -173,8 +174,9 @@ class SlackHandlers:
             bot_user_id=context.bot_user_id,
             bot_id=context.bot_id,
             allow_bots=self.config.allow_bot_messages,
+            plain_messages=True,
         )
-        if route is None:
+        if route is None or not await self._wanted_here(route):
             _handled(body, "ignored")
             return BoltResponse(status=200, body="")
         retries = request.headers.get("x-slack-retry-num") or []
@@ -202,6 +204,22 @@ class SlackHandlers:
             metrics.DEDUPLICATED_EVENTS.labels(PLATFORM).inc()
             _handled(body, "duplicate")
         return BoltResponse(status=200, body="")
+
+    async def _wanted_here(self, route: Route) -> bool:
+        """The place's `reply` setting (`/config`) for a message that does not mention the
+        bot: a top-level one is answered only with `all`; a thread follow-up not with
+        `mention` (and with `all` in any thread: see `_answer`). One cached read, no store
+        round trip (`bot.place_settings_cache`). DMs and mentions are always answered."""
+        if not (route.plain or route.needs_thread_check):
+            return True
+        policy = await self.core.place_policy(TeamKey(PLATFORM, route.team), route.channel)
+        if route.plain:
+            return policy.reply == "all"
+        return policy.reply != "mention"
+
+    async def _answers_all(self, route: Route) -> bool:
+        policy = await self.core.place_policy(TeamKey(PLATFORM, route.team), route.channel)
+        return policy.reply == "all"
 
     async def _accept_change(
         self, body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
@@ -285,9 +303,10 @@ class SlackHandlers:
             bot_user_id=bot_user_id,
             bot_id=bot_id,
             allow_bots=self.config.allow_bot_messages,
+            plain_messages=True,
         )
-        if route is None:
-            return "ignored"
+        if route is None or not await self._wanted_here(route):
+            return "ignored"  # (the place's `reply` may have changed since it was taken in)
         try:
             client = await self.client_for(team, data.get("enterprise"))
         except Exception as exc:  # the installation store is down: the message waits, kept
@@ -400,6 +419,8 @@ class SlackHandlers:
         delivery: Delivery,
     ) -> str:
         """Answer the event's message; returns the outcome (see `_handled`)."""
+        if route.needs_thread_check and await self._answers_all(route):
+            route = replace(route, needs_thread_check=False)  # reply=all: every message here
         if route.needs_thread_check and not await self.threads.bot_in_thread(
             client,
             team=route.team,

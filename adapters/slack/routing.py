@@ -32,6 +32,7 @@ class Route:
     assistant_thread: bool  # a DM thread: the AI app surface (status, title, prompts)
     needs_thread_check: bool  # a channel thread reply without mention: only if the bot is in it
     via_mention: bool
+    plain: bool = False  # a top-level channel message without mention: only where reply=all
 
 
 def is_dm_event(event: Mapping[str, Any]) -> bool:
@@ -56,8 +57,11 @@ def route_event(
     bot_user_id: str | None,
     bot_id: str | None,
     allow_bots: bool = False,
+    plain_messages: bool = False,
 ) -> Route | None:
-    """A `Route` if the bot should answer this `app_mention` / `message` event, else None."""
+    """A `Route` if the bot should answer this `app_mention` / `message` event, else None.
+    `plain_messages`: a top-level channel message without a mention is routed too, marked
+    `plain` (answered only where the place's `reply` is `all`, which the caller checks)."""
     kind = event.get("type")
     channel = str(event.get("channel") or "")
     ts = str(event.get("ts") or "")
@@ -112,7 +116,21 @@ def route_event(
     if mentions(str(event.get("text") or ""), bot_user_id):
         return None  # the app_mention copy of this message answers it
     if thread is None or thread == ts:
-        return None  # a plain channel message without a mention
+        if not plain_messages:
+            return None  # a plain channel message without a mention
+        return Route(
+            team=team,
+            channel=channel,
+            user=user,
+            message_ts=ts,
+            reply_thread_ts=ts,
+            session_thread=ts,
+            is_dm=False,
+            assistant_thread=False,
+            needs_thread_check=False,
+            via_mention=False,
+            plain=True,
+        )
     return Route(
         team=team,
         channel=channel,

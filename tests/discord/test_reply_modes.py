@@ -1,0 +1,64 @@
+"""`/config set key:reply` through Discord end to end (real core, discord.py, FakeDiscord):
+`all` answers every message of the channel, `mention` no follow-up without a mention, the
+default (`threads`) follow-ups in threads the bot is in. "Not answered" is asserted after a
+later mention in the same place was answered (the positive signal) and the bot is idle."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.discord.conftest import StartDiscord
+from tests.discord.test_commands import ADMINISTRATOR, answered, first_channel
+from tests.discord.test_conversation import ask
+from tests.fakes.discord_api import FakeDiscord
+
+
+async def configure(fake: FakeDiscord, channel: str, user: str, **options: Any) -> str:
+    interaction = await fake.run_command(
+        channel, user, "config", "set", options, permissions=ADMINISTRATOR
+    )
+    return await answered(fake, interaction)
+
+
+def said(fake: FakeDiscord, channel: str) -> list[str]:
+    return [m["content"] for m in fake.bot_messages(channel)]
+
+
+async def test_reply_all_answers_every_message_of_that_channel_only(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any
+) -> None:
+    ada = fake_discord.add_user("Ada")
+    guild = fake_discord.add_guild("Guild A")
+    general = first_channel(fake_discord, guild)
+    other = fake_discord.add_channel(guild, "random")
+    h = await start_discord(await make_app())
+    assert "Set `reply`" in await configure(fake_discord, general, ada, key="reply", value="all")
+    await fake_discord.user_says(general, ada, "is the build green?")
+    await fake_discord.user_says(other, ada, "talking among humans")
+    await ask(h, other, ada, "and now?")  # the positive signal in the other channel
+    await fake_discord.wait_for(
+        lambda: bool(said(fake_discord, general)) and bool(said(fake_discord, other))
+    )
+    await h.idle()
+    assert said(fake_discord, general) == ["ok: is the build green?"]
+    assert said(fake_discord, other) == ["ok: and now?"]
+
+
+async def test_reply_mention_answers_no_thread_follow_up_without_a_mention(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any
+) -> None:
+    ada = fake_discord.add_user("Ada")
+    guild = fake_discord.add_guild("Guild A")
+    channel = first_channel(fake_discord, guild)
+    h = await start_discord(await make_app(), thread_guilds=frozenset({guild}))
+    assert "Set `reply`" in await configure(
+        fake_discord, channel, ada, key="reply", value="mention", scope="team"
+    )
+    asked = await ask(h, channel, ada, "start a thread please")
+    thread = asked["id"]
+    await fake_discord.wait_for(lambda: bool(said(fake_discord, thread)))
+    await fake_discord.user_says(thread, ada, "a follow-up without a mention")
+    await ask(h, thread, ada, "and with one")
+    await fake_discord.wait_for(lambda: len(said(fake_discord, thread)) >= 2)
+    await h.idle()
+    assert said(fake_discord, thread) == ["ok: start a thread please", "ok: and with one"]

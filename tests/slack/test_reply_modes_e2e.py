@@ -1,0 +1,64 @@
+"""`/config set reply=…` through Slack end to end (real core, FakeSlack, FakeOpenAI): `mention`
+answers no follow-up without a mention, `threads` (the default) follow-ups in its threads,
+`all` every message of the channel in a thread under it; DMs are always answered. "Not
+answered" is asserted after the adapter reports the event handled."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.slack.harness import SlackHarness
+
+ADMIN = "UADMIN"  # FakeSlack's workspace admin
+
+
+async def configure(slack: SlackHarness, text: str, channel: str = "C1") -> str:
+    answer = await slack.ask("/config", text, user=ADMIN, channel=channel)
+    return str(answer.get("text"))
+
+
+async def test_reply_mention_answers_no_follow_up_without_a_mention(
+    slack_real: SlackHarness,
+) -> None:
+    assert "Set `reply`" in await configure(slack_real, "set reply=mention")
+    root = await slack_real.mention("hello there", channel="C1")
+    await slack_real.wait_done(root, timeout=10)
+    await slack_real.channel_message("and one more thing", thread_ts=root)
+    await slack_real.wait_handled(timeout=10)  # the positive signal: handled (dropped)
+    again = await slack_real.mention("and this?", channel="C1", thread_ts=root)
+    await slack_real.wait_done(again, timeout=10)
+    assert slack_real.replies("C1", thread_ts=root) == ["ok: hello there", "ok: and this?"]
+
+
+async def test_reply_all_answers_every_message_and_threads_does_not(
+    slack_real: SlackHarness,
+) -> None:
+    plain = await slack_real.channel_message("is the build green?", channel="C2")
+    await slack_real.wait_handled(timeout=10)
+    assert slack_real.replies("C2") == []  # the default (`threads`): not addressed
+    assert "Set `reply`" in await configure(slack_real, "set reply=all", channel="C2")
+    asked = await slack_real.channel_message("is the deploy done?", channel="C2")
+    await slack_real.wait_done(asked, timeout=10)
+    assert slack_real.replies("C2", thread_ts=asked) == ["ok: is the deploy done?"]
+    assert slack_real.replies("C2", thread_ts=plain) == []  # said before: not answered later
+    # A mention there is still answered exactly once (its `message` copy is not a second one).
+    mention = await slack_real.mention("and the tests?", channel="C2")
+    await slack_real.wait_done(mention, timeout=10)
+    await slack_real.wait_handled(timeout=10)
+    assert slack_real.replies("C2", thread_ts=mention) == ["ok: and the tests?"]
+    # Another channel keeps the default.
+    other = await slack_real.channel_message("anyone?", channel="C3")
+    await slack_real.wait_handled(timeout=10)
+    assert slack_real.replies("C3", thread_ts=other) == []
+
+
+async def test_dms_are_answered_whatever_the_setting(slack_real: SlackHarness) -> None:
+    assert "Set `reply`" in await configure(slack_real, "set team reply=mention")
+    ts = await slack_real.dm("hi in private", channel="D9")
+    await slack_real.wait_done(ts, timeout=10)
+    assert slack_real.replies("D9") == ["ok: hi in private"]
+
+
+async def test_members_cannot_change_it(slack_real: Any) -> None:
+    answer = await slack_real.ask("/config", "set reply=all", user="U1", channel="C1")
+    assert "only admins" in str(answer.get("text"))
