@@ -62,6 +62,9 @@ class SleepCore:
 
         return DEFAULT_POLICY
 
+    async def admit_bot(self, team: Any, channel: str, other_bot: str) -> bool:
+        return False
+
     async def first_delivery(self, event_id: str) -> bool:
         if event_id in self.seen:
             return False

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot import tracing
 from bot.activity import TurnActivity
+from bot.bot_pairs import BotPairBudget
 from bot.commands import CommandHandler
 from bot.config import Settings
 from bot.config_command import ConfigCommands
@@ -134,6 +135,7 @@ class BotApp(ServesInbox):
             default_model=settings.bot_model,
             models=settings.allowed_models(),
         )
+        self.bot_pairs = BotPairBudget(cache)  # how often other bots are answered (bots=)
         self.limiter = TurnLimiter(
             cache,
             per_user=Rate.parse(settings.bot_rate_user),
@@ -304,6 +306,13 @@ class BotApp(ServesInbox):
         except Exception:  # a store or cache down: answer as by default, never fail routing
             log.warning("place_policy_unavailable", extra={"fields": {"team": team.team}})
             return DEFAULT_POLICY
+
+    async def admit_bot(self, team: TeamKey, channel: str, other_bot: str) -> bool:
+        try:
+            return await self.bot_pairs.admit(team, channel, other_bot)
+        except Exception:  # the cache is down: do not answer bots (a loop is the worse risk)
+            log.warning("bot_pair_budget_unavailable", extra={"fields": {"team": team.team}})
+            return False
 
     async def first_delivery(self, event_id: str) -> bool:
         return await self.cache.set_nx(f"event:{event_id}", ttl=24 * 3600)

@@ -27,10 +27,9 @@ from bot.stores.place_settings import FORGOTTEN, TEAM_WIDE, SettingChange
 log = logging.getLogger(__name__)
 
 HISTORY_SHOWN = 20
-# The keys `/config` changes today. `bots` is parsed by `bot.policy` but not yet enforced by
-# the adapters, so it is refused rather than stored and silently ignored.
-SETTABLE = tuple(k for k in KEYS if k != "bots")
-NOT_YET = {"bots": "bots: not available yet (the bot does not answer other bots)"}
+# The keys `/config` changes (budget, person_budget and approve come with their issues).
+SETTABLE = KEYS
+NOT_YET: dict[str, str] = {}
 PREVIEW_CHARS = 80
 CONFIG_HELP = (
     "Usage: `/config` shows the settings here; admins can run `/config set KEY=VALUE ...` "

@@ -124,6 +124,11 @@ class BotCore(Protocol):
         """The place's settings (`reply`, `bots`, ...) for an adapter's routing, from the
         per-team cache (no store round trip per message). Never raises: defaults on error."""
 
+    async def admit_bot(self, team: TeamKey, channel: str, other_bot: str) -> bool:
+        """Whether the bot may answer this other bot's mention here now: at most 5 answers to
+        the same bot in a place per 10 minutes, then a cooldown (`bot.bot_pairs`), so two bots
+        can never loop. Counts the answer when it says yes. Never raises (no on error)."""
+
     async def first_delivery(self, event_id: str) -> bool:
         """True the first time an event id is seen (across processes, via the cache's SET NX)."""
 

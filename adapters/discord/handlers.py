@@ -48,6 +48,7 @@ from bot.core import BotCore
 from bot.inbox import Delivery, InboxItem, RetryLater
 from bot.keys import SessionKey, TeamKey
 from bot.messages import IncomingMessage, MessageRef
+from tools.keylocks import KeyLocks
 
 _LOG = logging.getLogger(__name__)
 PLATFORM = "discord"
@@ -107,6 +108,11 @@ def addresses_bot(message: discord.Message, me: discord.abc.User, role_id: int |
     return replied_author_id(message) == me.id
 
 
+def is_other_bot(message: discord.Message) -> bool:
+    """A bot's or a webhook's message (never answered unless configured, `bots=`)."""
+    return bool(message.author.bot) or message.webhook_id is not None
+
+
 def safe_mentions(message: discord.Message) -> discord.AllowedMentions:
     """No @everyone/@here, no roles, no reply ping; only users the asker named may be pinged,
     the first `MAX_ALLOWED_USERS` of them (Discord rejects a message that allows more)."""
@@ -142,6 +148,7 @@ class DiscordHandlers:
         # answer by this process) puts a thread in `threads`, which is checked first.
         self.quiet_threads: TTLCache[int, bool] = TTLCache(maxsize=100_000, ttl=30)
         self._turns = asyncio.Semaphore(config.max_concurrent_turns)
+        self.arrival: KeyLocks[int] = KeyLocks()  # per channel, see on_message
         # Deleted on Discord, seen here: a turn still waiting for one is not run.
         self.deleted: TTLCache[int, bool] = TTLCache(maxsize=20_000, ttl=3600)
         # Messages quoted by replies answered here: replied-to id -> (channel, reply ids).
@@ -156,14 +163,20 @@ class DiscordHandlers:
     # routing ---------------------------------------------------------------------------------
 
     def route(
-        self, message: discord.Message, me: discord.ClientUser, *, plain: bool = False
+        self,
+        message: discord.Message,
+        me: discord.ClientUser,
+        *,
+        plain: bool = False,
+        bots: bool = False,
     ) -> Route | None:
         """Where a message addressed to the bot is answered, or None. `plain`: route a guild
-        message that does not address it as if it did (for places with `reply=all`)."""
+        message that does not address it as if it did (for places with `reply=all`); `bots`:
+        route another bot's message too (for places with `bots=mentions`)."""
         author = message.author
         if author.id == me.id:
             return None
-        if (author.bot or message.webhook_id is not None) and not self.config.allow_bots:
+        if is_other_bot(message) and not (self.config.allow_bots or bots):
             return None
         if message.type not in _ANSWERED_TYPES:
             return None
@@ -194,6 +207,8 @@ class DiscordHandlers:
         route = self.route(message, me)
         if message.guild is None or (route is not None and route.kind in ("reply", "new_thread")):
             return route
+        if route is None and is_other_bot(message) and not self.config.allow_bots:
+            return await self._bot_route(message, me)
         if route is not None:
             role = message.guild.self_role
             if addresses_bot(message, me, role.id if role else None):
@@ -210,8 +225,32 @@ class DiscordHandlers:
             return None
         return route
 
+    async def _bot_route(self, message: discord.Message, me: discord.ClientUser) -> Route | None:
+        """Another bot's message in a guild: answered only when it mentions this bot where the
+        place's `bots` is `mentions`, within the pair budget (`bot.bot_pairs`)."""
+        guild = message.guild
+        if guild is None or message.author.id == me.id:
+            return None
+        role = guild.self_role
+        if not addresses_bot(message, me, role.id if role else None):
+            return None
+        channel = message.channel
+        place = str(channel.parent_id if isinstance(channel, discord.Thread) else channel.id)
+        team = TeamKey(PLATFORM, str(guild.id))
+        if (await self.core.place_policy(team, place)).bots != "mentions":
+            return None
+        if not await self.core.admit_bot(team, place, str(message.author.id)):
+            return None  # the pair's budget is spent: quiet until the window ends
+        return self.route(message, me, bots=True)
+
     async def on_message(self, message: discord.Message, me: discord.ClientUser) -> None:
         hear_message(self.core, message, me)  # kept for later mentions here (bot.memory.heard)
+        # In arrival order per channel up to the inbox: a message whose route reads the place's
+        # settings (an await) must not be overtaken by a later one that needs none.
+        async with self.arrival.hold(message.channel.id):
+            await self._take(message, me)
+
+    async def _take(self, message: discord.Message, me: discord.ClientUser) -> None:
         route = await self.shaped_route(message, me)
         if route is None:
             return

@@ -175,8 +175,9 @@ class SlackHandlers:
             bot_id=context.bot_id,
             allow_bots=self.config.allow_bot_messages,
             plain_messages=True,
+            bot_mentions=True,
         )
-        if route is None or not await self._wanted_here(route):
+        if route is None or not await self._wanted_here(route, intake=True):
             _handled(body, "ignored")
             return BoltResponse(status=200, body="")
         retries = request.headers.get("x-slack-retry-num") or []
@@ -205,14 +206,20 @@ class SlackHandlers:
             _handled(body, "duplicate")
         return BoltResponse(status=200, body="")
 
-    async def _wanted_here(self, route: Route) -> bool:
+    async def _wanted_here(self, route: Route, *, intake: bool = False) -> bool:
         """The place's `reply` setting (`/config`) for a message that does not mention the
         bot: a top-level one is answered only with `all`; a thread follow-up not with
-        `mention` (and with `all` in any thread: see `_answer`). One cached read, no store
-        round trip (`bot.place_settings_cache`). DMs and mentions are always answered."""
-        if not (route.plain or route.needs_thread_check):
+        `mention` (and with `all` in any thread: see `_answer`); another bot's mention only
+        with `bots=mentions`, within the pair budget (`bot.bot_pairs`). One cached read, no
+        store round trip (`bot.place_settings_cache`). People's DMs and mentions: always."""
+        if not (route.plain or route.needs_thread_check or route.from_bot):
             return True
-        policy = await self.core.place_policy(TeamKey(PLATFORM, route.team), route.channel)
+        team = TeamKey(PLATFORM, route.team)
+        policy = await self.core.place_policy(team, route.channel)
+        if route.from_bot:  # the budget is spent once, when the mention is taken in
+            if policy.bots != "mentions":
+                return False
+            return not intake or await self.core.admit_bot(team, route.channel, route.user)
         if route.plain:
             return policy.reply == "all"
         return policy.reply != "mention"
@@ -304,6 +311,7 @@ class SlackHandlers:
             bot_id=bot_id,
             allow_bots=self.config.allow_bot_messages,
             plain_messages=True,
+            bot_mentions=True,
         )
         if route is None or not await self._wanted_here(route):
             return "ignored"  # (the place's `reply` may have changed since it was taken in)

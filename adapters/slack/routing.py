@@ -33,6 +33,7 @@ class Route:
     needs_thread_check: bool  # a channel thread reply without mention: only if the bot is in it
     via_mention: bool
     plain: bool = False  # a top-level channel message without mention: only where reply=all
+    from_bot: bool = False  # another bot's mention: only where bots=mentions, within a budget
 
 
 def is_dm_event(event: Mapping[str, Any]) -> bool:
@@ -58,10 +59,13 @@ def route_event(
     bot_id: str | None,
     allow_bots: bool = False,
     plain_messages: bool = False,
+    bot_mentions: bool = False,
 ) -> Route | None:
     """A `Route` if the bot should answer this `app_mention` / `message` event, else None.
     `plain_messages`: a top-level channel message without a mention is routed too, marked
-    `plain` (answered only where the place's `reply` is `all`, which the caller checks)."""
+    `plain` (answered only where the place's `reply` is `all`, which the caller checks).
+    `bot_mentions`: another bot's `app_mention` is routed too, marked `from_bot` (answered only
+    where the place's `bots` is `mentions`, within the pair budget: the caller checks)."""
     kind = event.get("type")
     channel = str(event.get("channel") or "")
     ts = str(event.get("ts") or "")
@@ -70,11 +74,10 @@ def route_event(
     if _is_self(event, bot_user_id, bot_id):
         return None
     subtype = event.get("subtype")
-    if subtype == "bot_message" and not allow_bots:
+    from_bot = _is_bot(event) and not allow_bots
+    if from_bot and not (bot_mentions and kind == "app_mention" and not is_dm_event(event)):
         return None
     if subtype not in _ANSWERABLE_SUBTYPES and subtype != "bot_message":
-        return None
-    if _is_bot(event) and not allow_bots:
         return None
     user = str(event.get("user") or event.get("bot_id") or "")
     if not user:
@@ -97,6 +100,7 @@ def route_event(
             assistant_thread=False,
             needs_thread_check=False,
             via_mention=True,
+            from_bot=from_bot,
         )
     if kind != "message":
         return None

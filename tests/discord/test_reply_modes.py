@@ -62,3 +62,32 @@ async def test_reply_mention_answers_no_thread_follow_up_without_a_mention(
     await fake_discord.wait_for(lambda: len(said(fake_discord, thread)) >= 2)
     await h.idle()
     assert said(fake_discord, thread) == ["ok: start a thread please", "ok: and with one"]
+
+
+async def test_bots_mentions_answers_another_bot_five_times_then_stops(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any
+) -> None:
+    """Another bot that mentions ours in answer to each of its replies (a loop) is answered
+    at most 5 times in 10 minutes in that place; people there still are."""
+    ada = fake_discord.add_user("Ada")
+    other_bot = fake_discord.add_user("OtherBot", bot=True)
+    guild = fake_discord.add_guild("Guild A")
+    channel = first_channel(fake_discord, guild)
+    quiet = fake_discord.add_channel(guild, "quiet")
+    h = await start_discord(await make_app())
+    assert "Set `bots`" in await configure(fake_discord, channel, ada, key="bots", value="mentions")
+    for i in range(8):
+        await ask(h, channel, other_bot, f"ping {i}")
+        await ask(h, quiet, other_bot, f"ping {i}")  # bots=ignore (the default) there
+    await ask(h, channel, ada, "a person asks")  # the positive signal, after all of them
+    await fake_discord.wait_for(
+        lambda: (
+            "ok: Ada: a person asks" in said(fake_discord, channel)
+            or "ok: a person asks" in said(fake_discord, channel)
+        )
+    )
+    await h.idle()
+    answers = said(fake_discord, channel)
+    assert [a for a in answers if "ping" in a] == [f"ok: ping {i}" for i in range(5)]
+    assert len(answers) == 6  # in order: the person's question came last and was answered last
+    assert said(fake_discord, quiet) == []

@@ -89,6 +89,9 @@ class EchoCore(ServesInbox):
     async def place_policy(self, team: TeamKey, channel: str) -> PlacePolicy:
         return DEFAULT_POLICY
 
+    async def admit_bot(self, team: TeamKey, channel: str, other_bot: str) -> bool:
+        return False
+
     async def first_delivery(self, event_id: str) -> bool:
         if event_id in self.seen:
             return False

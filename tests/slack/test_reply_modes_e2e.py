@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.slack.harness import SlackHarness
+from tests.slack.harness import SlackHarness, new_ts
 
 ADMIN = "UADMIN"  # FakeSlack's workspace admin
 
@@ -62,3 +62,36 @@ async def test_dms_are_answered_whatever_the_setting(slack_real: SlackHarness) -
 async def test_members_cannot_change_it(slack_real: Any) -> None:
     answer = await slack_real.ask("/config", "set reply=all", user="U1", channel="C1")
     assert "only admins" in str(answer.get("text"))
+
+
+async def other_bot_mentions(slack: SlackHarness, text: str, channel: str) -> str:
+    """Another app's bot mentions ours: Slack sends app_mention (with its bot_id) and the
+    message copy (subtype bot_message)."""
+    ts = new_ts()
+    base = {
+        "user": "UOTHERBOT",
+        "bot_id": "BOTHER",
+        "text": f"<@{slack.fake.bot_user_id}> {text}",
+        "ts": ts,
+        "channel": channel,
+    }
+    await slack.send_event({"type": "app_mention", **base})
+    await slack.send_event(
+        {"type": "message", "subtype": "bot_message", "channel_type": "channel", **base}
+    )
+    return ts
+
+
+async def test_bots_mentions_answers_another_bot_within_the_budget(
+    slack_real: SlackHarness,
+) -> None:
+    quiet = await other_bot_mentions(slack_real, "ping where bots are ignored", "C5")
+    await slack_real.wait_handled(timeout=10)
+    assert slack_real.replies("C5", thread_ts=quiet) == []  # the default: bots=ignore
+    assert "Set `bots`" in await configure(slack_real, "set bots=mentions", channel="C5")
+    asked = [await other_bot_mentions(slack_real, f"ping {i}", "C5") for i in range(7)]
+    await slack_real.wait_handled(timeout=20)
+    for ts in asked[:5]:
+        await slack_real.wait_done(ts, timeout=10)
+    answered = [slack_real.replies("C5", thread_ts=ts) for ts in asked]
+    assert answered == [[f"ok: ping {i}"] for i in range(5)] + [[], []]
