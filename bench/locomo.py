@@ -66,6 +66,7 @@ BEFORE = Tuning(
     dense_weight=0.5,
     lexical_gate=0.5,
     gate_terms=2,
+    unseen_max=1.0,
     info_min=0.0,
     dense_gate=0.45,
     dense_margin=0.0,

@@ -35,12 +35,14 @@ class Ranked:
 class LexicalMatch:
     """Per matching entry (by position): its BM25 score, the IDF weight of the question's terms
     it holds (`information`, in nats), that weight as a share of the question's (`coverage`),
-    and how many distinct question terms it holds."""
+    and how many distinct question terms it holds; and the share of the question's IDF weight
+    in terms no entry holds (`unseen`: what this scope has never heard of)."""
 
     scores: dict[int, float] = field(default_factory=dict)
     information: dict[int, float] = field(default_factory=dict)
     coverage: dict[int, float] = field(default_factory=dict)
     distinct: dict[int, int] = field(default_factory=dict)
+    unseen: float = 1.0
 
 
 @dataclass
@@ -103,7 +105,7 @@ class ScopeCorpus:
             return found
         avg = max(self._total_len / n, 1.0)
         qtf = Counter(query)
-        idf_total = 0.0
+        idf_total = unseen = 0.0
         for term, q in qtf.items():
             posting = self._postings.get(term, {})
             # A term found nowhere weighs like the rarest term found (df 1) in the coverage:
@@ -111,6 +113,7 @@ class ScopeCorpus:
             df = max(len(posting), 1)
             idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
             idf_total += idf * q
+            unseen += 0.0 if posting else idf * q
             for at, tf in posting.items():
                 norm = (
                     tf
@@ -122,6 +125,7 @@ class ScopeCorpus:
                 found.distinct[at] = found.distinct.get(at, 0) + 1
         if idf_total > 0:
             found.coverage = {at: m / idf_total for at, m in found.information.items()}
+            found.unseen = unseen / idf_total
         return found
 
     # --- dense --------------------------------------------------------------------------------

@@ -161,9 +161,9 @@ def relevant(lexical: LexicalMatch, cosines: dict[int, float], tuning: Tuning) -
     for at, information in lexical.information.items():
         if information < tuning.info_min:
             continue
-        if (
-            lexical.coverage.get(at, 0.0) >= tuning.lexical_gate
-            or lexical.distinct.get(at, 0) >= tuning.gate_terms
+        if lexical.coverage.get(at, 0.0) >= tuning.lexical_gate or (
+            lexical.distinct.get(at, 0) >= tuning.gate_terms
+            and lexical.unseen <= tuning.unseen_max
         ):
             return True
     if not cosines:

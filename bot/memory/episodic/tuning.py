@@ -19,11 +19,14 @@ class Tuning:
     rrf_k: int = 10
     dense_weight: float = 0.5
     # The gate (does this question get any memory?), lexical half: some entry must match
-    # `lexical_gate` of the question's IDF weight or `gate_terms` distinct terms, and in either
-    # case at least `info_min` nats of IDF: words that most of the scope's entries hold
-    # ("message", "thanks") carry almost none, so sharing only them is no match.
+    # `lexical_gate` of the question's IDF weight, or `gate_terms` distinct terms when at most
+    # `unseen_max` of that weight is in terms the scope has never seen (a question whose names
+    # and topics appear nowhere in the place is about something else, whatever common words it
+    # shares with it), and in either case at least `info_min` nats of IDF: words that most of
+    # the scope's entries hold ("message", "thanks") carry almost none.
     lexical_gate: float = 0.5
     gate_terms: int = 2
+    unseen_max: float = 1.0
     info_min: float = 0.0
     # Dense half: the best cosine must reach `dense_gate` and stand `dense_margin` above the
     # scope's median cosine (messages written alike are all close to each other: closeness
