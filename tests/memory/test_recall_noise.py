@@ -105,6 +105,10 @@ async def retriever(tmp_path: Path, embedder: Embedder | None) -> AsyncIterator[
         await store.close()
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 25: no gate setting measured yet both refuses this and keeps LoCoMo recall",
+)
 async def test_sharing_only_uninformative_words_recalls_nothing(retriever: Retriever) -> None:
     # Shares "load", "test", "message" (and "from") with every other thread's messages.
     for n, question in enumerate(

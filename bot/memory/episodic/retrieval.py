@@ -162,8 +162,7 @@ def relevant(lexical: LexicalMatch, cosines: dict[int, float], tuning: Tuning) -
         if information < tuning.info_min:
             continue
         if lexical.coverage.get(at, 0.0) >= tuning.lexical_gate or (
-            lexical.distinct.get(at, 0) >= tuning.gate_terms
-            and lexical.unseen <= tuning.unseen_max
+            lexical.distinct.get(at, 0) >= tuning.gate_terms and lexical.unseen <= tuning.unseen_max
         ):
             return True
     if not cosines:
