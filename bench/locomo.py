@@ -28,27 +28,52 @@ import asyncio
 import json
 import re
 import resource
-import statistics
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.report import Figure, at_least, below, info, print_figures, write_json
+from bench.locomo_folds import (
+    PRECISION_TARGET,
+    Conversation,
+    Question,
+    QuestionVectors,
+    cross_validate,
+    grid,
+    measure,
+    summary,
+)
+from bench.report import Figure, at_least, at_most, below, info, print_figures, write_json
+from bench.speed import reference_ms
 from bot.embeddings.base import Embedder
 from bot.embeddings.factory import LOCAL_CHOICES, open_embedder
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.memory.episodic.excerpts import message_meta
 from bot.memory.episodic.indexer import Indexer
 from bot.memory.episodic.retrieval import Retriever
+from bot.memory.episodic.service import MAX_RESULTS
+from bot.memory.episodic.tuning import DEFAULT, Tuning
 from bot.stores.index_sqlite import SqliteMemoryIndex
 from bot.stores.memory_index import MemoryScope, place_id
 from bot.stores.records import NewMessage
 from bot.stores.sqlite import SqliteStore
 
+# The gate as it was before issue 25 ("Recall pulls in noise"): no information floor, no margin.
+BEFORE = Tuning(
+    rrf_k=10,
+    dense_weight=0.5,
+    lexical_gate=0.5,
+    gate_terms=2,
+    unseen_max=1.0,
+    info_min=0.0,
+    dense_gate=0.45,
+    dense_margin=0.0,
+    lexical_floor=0.1,
+    dense_floor=0.25,
+    candidates=200,
+)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
 _MONTH_NAMES = "january february march april may june july august september october november"
@@ -151,72 +176,118 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         data = data[: args.conversations]
     ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
     embedder = open_embedder(args.embedder, api_key=args.api_key, base_url=args.base_url)
-    hits: dict[int, list[float]] = {k: [] for k in ks}
-    per_cat: dict[int, dict[int, list[float]]] = defaultdict(lambda: {k: [] for k in ks})
-    latencies: list[float] = []
+    convs: list[Conversation] = []
+    closers: list[Any] = []
     turns_total, ingest_total = 0, 0.0
-    gated = 0
     with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
-        for n, sample in enumerate(data):
-            root = Path(tmp) / f"c{n}"
-            retriever, scope, to_dia, now, turns, ingest_s, closers = await replay(
-                sample, root, embedder
-            )
-            turns_total += turns
-            ingest_total += ingest_s
-            await retriever.search(scope, "warm up", now=now, limit=1)
-            for qa in sample.get("qa", []):
-                category = int(qa.get("category", 0))
-                evidence = _evidence(qa)
-                if category not in CATEGORIES or not evidence:
-                    continue
-                t0 = time.perf_counter()
-                results = await retriever.search(scope, str(qa["question"]), now=now, limit=max(ks))
-                latencies.append((time.perf_counter() - t0) * 1000)
-                if not results:
-                    gated += 1
-                ranked: list[str] = []
-                for r in results:
-                    for src in r.entry.source_ids:
-                        dia = to_dia.get(src)
-                        if dia is not None and dia not in ranked:
-                            ranked.append(dia)
-                for k in ks:
-                    got = len(evidence & set(ranked[:k])) / len(evidence)
-                    hits[k].append(got)
-                    per_cat[category][k].append(got)
+        try:
+            for n, sample in enumerate(data):
+                retriever, scope, to_dia, now, turns, ingest_s, closing = await replay(
+                    sample, Path(tmp) / f"c{n}", embedder
+                )
+                closers.extend(closing)
+                turns_total += turns
+                ingest_total += ingest_s
+                await retriever.search(scope, "warm up", now=now, limit=1)
+                convs.append(conversation(retriever, scope, to_dia, now, sample))
+            result = await figures_of(convs, ks, args.folds, embedder is not None)
+        finally:
             for closer in closers:
                 await closer.close()
-    if embedder is not None:
-        await embedder.close()
-    questions = len(latencies)
-    latencies.sort()
-
-    def pct(p: float) -> float:
-        return round(latencies[min(len(latencies) - 1, int(p * len(latencies)))], 2)
-
+            if embedder is not None:
+                await embedder.close()
     return {
         "data": str(args.data),
         "conversations": len(data),
         "embedder": embedder.name if embedder is not None else "none",
-        "questions": questions,
-        "recall_at": {str(k): round(statistics.fmean(v), 4) for k, v in hits.items()},
-        "per_category": {
-            CATEGORIES[c]: {
-                "questions": len(next(iter(v.values()))),
-                "recall_at": {str(k): round(statistics.fmean(x), 4) for k, x in v.items()},
-            }
-            for c, v in sorted(per_cat.items())
-        },
-        "query_ms": {"p50": pct(0.5), "p95": pct(0.95), "max": round(latencies[-1], 2)},
-        "no_result_questions": gated,
+        **result,
         "ingest": {
             "turns": turns_total,
             "seconds": round(ingest_total, 2),
             "turns_per_s": round(turns_total / ingest_total, 1) if ingest_total else 0.0,
         },
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "speed_reference_ms": round(reference_ms(), 1),
     }
+
+
+def conversation(
+    retriever: Retriever,
+    scope: MemoryScope,
+    to_dia: dict[str, str],
+    now: datetime,
+    sample: dict[str, Any],
+) -> Conversation:
+    questions, adversarial = [], []
+    for qa in sample.get("qa", []):
+        category, evidence = int(qa.get("category", 0)), _evidence(qa)
+        if category in CATEGORIES and evidence:
+            questions.append(Question(str(qa["question"]), category, evidence))
+        elif category == 5 and qa.get("question"):
+            adversarial.append(str(qa["question"]))
+    return Conversation(retriever, scope, to_dia, now, questions, adversarial)
+
+
+def _rounded(summary_: dict[str, Any]) -> dict[str, Any]:
+    out = dict(summary_)
+    out["recall_at"] = {k: round(v, 4) for k, v in summary_["recall_at"].items()}
+    out["per_category"] = {
+        CATEGORIES[c]: {k: round(v, 4) for k, v in at.items()}
+        for c, at in summary_["per_category"].items()
+    }
+    for name in ("foreign_recalled", "adversarial_recalled", "blocks_with_evidence"):
+        out[name] = round(summary_[name], 4)
+    return out
+
+
+async def figures_of(
+    convs: list[Conversation], ks: list[int], folds: bool, dense: bool
+) -> dict[str, Any]:
+    """Full dev at the shipped tuning (with latencies) and at the gate before issue 25; then,
+    with `folds`, the grid over every conversation and the cross-validated figures."""
+    every = list(range(len(convs)))
+    measured = await measure(convs, DEFAULT, ks, time.perf_counter)
+    latencies = sorted(ms for m in measured for ms in m.latencies_ms)
+
+    def pct(p: float) -> float:
+        return round(latencies[min(len(latencies) - 1, int(p * len(latencies)))], 2)
+
+    full = _rounded(summary(convs, measured, every))
+    before = _rounded(summary(convs, await measure(convs, BEFORE, ks, time.perf_counter), every))
+    result: dict[str, Any] = {
+        "questions": full["questions"],
+        "recall_at": full["recall_at"],
+        "per_category": {
+            name: {
+                "questions": sum(
+                    1 for c in convs for q in c.questions if CATEGORIES[q.category] == name
+                ),
+                "recall_at": at,
+            }
+            for name, at in full["per_category"].items()
+        },
+        "precision": {
+            k: full[k] for k in ("foreign_recalled", "adversarial_recalled", "blocks_with_evidence")
+        },
+        "query_ms": {"p50": pct(0.5), "p95": pct(0.95), "max": round(latencies[-1], 2)},
+        "no_result_questions": sum(m.no_result for m in measured),
+        "before_noise_gate": before,
+    }
+    if folds and len(convs) > 1:
+        for conv in convs:
+            if conv.retriever.embedder is not None:
+                conv.retriever.embedder = QuestionVectors(conv.retriever.embedder)
+        settings = grid(DEFAULT, dense)
+        table = [await measure(convs, t, ks, time.perf_counter) for t in settings]
+        cv = cross_validate(convs, settings, table)
+        result["cross_validated"] = {
+            "settings": len(settings),
+            "folds": [_rounded(f) for f in cv["folds"]],
+            "held_out": _rounded(cv["held_out"]),
+        }
+        for conv in convs:
+            conv.retriever.tuning = DEFAULT
+    return result
 
 
 TARGETS = {"10": 70.0, "25": 82.0}  # recall@k, %, with the local embedder (issue 9)
@@ -245,7 +316,36 @@ def figures(result: dict[str, Any]) -> list[Figure]:
     name = f"LoCoMo query p95 incl. embedding, {label}"
     out.append(below(name, p95, P95_TARGET_MS, "ms") if targeted else info(name, p95, "ms"))
     out.append(info(f"LoCoMo query p50, {label}", result["query_ms"]["p50"], "ms"))
+    precision = result["precision"]
+    out.append(
+        at_most(
+            f"LoCoMo questions of another conversation that get memories, {label}",
+            round(precision["foreign_recalled"] * 100, 1),
+            PRECISION_TARGET * 100,
+            "%",
+        )
+    )
+    cv = result.get("cross_validated")
+    if cv is not None:
+        for k, value in cv["held_out"]["recall_at"].items():
+            out.append(
+                info(f"LoCoMo held-out-fold recall@{k}, {label}", round(value * 100, 1), "%")
+            )
     return out
+
+
+def _at(recall: dict[str, float]) -> str:
+    return "  ".join(f"@{k} {v * 100:.1f}%" for k, v in recall.items())
+
+
+def _print_precision(found: dict[str, Any]) -> None:
+    print(
+        f"  questions of another conversation that get memories: "
+        f"{found['foreign_recalled'] * 100:.1f}% (target <= {PRECISION_TARGET * 100:g}%)\n"
+        f"  category-5 (adversarial) questions that get memories: "
+        f"{found['adversarial_recalled'] * 100:.1f}%\n"
+        f"  recalled blocks holding an evidence turn: {found['blocks_with_evidence'] * 100:.1f}%"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,6 +361,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--conversations", type=int, default=0, help="only the first N conversations (0: all)"
     )
+    parser.add_argument(
+        "--no-folds",
+        dest="folds",
+        action="store_false",
+        help="skip the k-fold grid (only the full-dev figures)",
+    )
     parser.add_argument("--api-key", default=None, help="for an endpoint embedder")
     parser.add_argument("--base-url", default=None, help="for an endpoint embedder")
     args = parser.parse_args(argv)
@@ -273,16 +379,34 @@ def main(argv: list[str] | None = None) -> int:
     result = asyncio.run(run(args))
     print(f"LoCoMo retrieval — {result['data']} — embedder {result['embedder']}")
     print(f"questions (categories 1-4): {result['questions']}")
-    recall = "  ".join(f"@{k} {v * 100:.1f}%" for k, v in result["recall_at"].items())
-    print(f"turn-level evidence recall: {recall}")
+    print(f"speed reference (bench.speed, lower is faster): {result['speed_reference_ms']} ms")
+    print(f"turn-level evidence recall: {_at(result['recall_at'])}")
     for name, cat in result["per_category"].items():
-        line = "  ".join(f"@{k} {v * 100:.1f}%" for k, v in cat["recall_at"].items())
-        print(f"  {name:<12} ({cat['questions']:>3} q): {line}")
+        print(f"  {name:<12} ({cat['questions']:>3} q): {_at(cat['recall_at'])}")
     q = result["query_ms"]
     print(f"query latency (incl. question embedding): p50 {q['p50']} ms, p95 {q['p95']} ms")
     print(
         f"questions with no result (below the relevance threshold): {result['no_result_questions']}"
     )
+    print("precision (a turn shows the top " + f"{MAX_RESULTS} recalled blocks):")
+    _print_precision(result["precision"])
+    before = result["before_noise_gate"]
+    print(f"before the noise gate (issue 25): recall {_at(before['recall_at'])}")
+    _print_precision(before)
+    cv = result.get("cross_validated")
+    if cv is not None:
+        print(f"k-fold (leave one conversation out, {cv['settings']} settings, chosen per fold):")
+        for fold in cv["folds"]:
+            print(
+                f"  held out conversation {fold['held_out']}: recall {_at(fold['recall_at'])}, "
+                f"foreign {fold['foreign_recalled'] * 100:.1f}%, "
+                f"tuning {fold['tuning'] or 'shipped'}"
+            )
+        held = cv["held_out"]
+        print(f"  held-out folds pooled: recall {_at(held['recall_at'])}")
+        for name, at in held["per_category"].items():
+            print(f"    {name:<12}: {_at(at)}")
+        _print_precision(held)
     ing = result["ingest"]
     print(f"ingest: {ing['turns']} turns in {ing['seconds']} s ({ing['turns_per_s']} turns/s)")
     print(f"peak memory: {result['peak_rss_mb']} MB")

@@ -15,16 +15,11 @@ import numpy as np
 import numpy.typing as npt
 
 from bot.memory.episodic.text import terms
+from bot.memory.episodic.tuning import Tuning
 from bot.stores.memory_index import MemoryEntry
 
 BM25_K1 = 1.2
 BM25_B = 0.75
-# Reciprocal-rank fusion, weighted: on conversations, BM25 over stemmed words with dates and the
-# previous message is the stronger ranker and all-MiniLM-L6-v2 the weaker, so the dense ranking
-# counts half, and a small k favours each ranking's top (measured on LoCoMo's dev split, the
-# same constants for every conversation and question: bench/locomo.py).
-RRF_K = 10
-DENSE_WEIGHT = 0.5
 LEXICAL_CONTEXT = True  # the context (previous message) counts in BM25 too
 
 
@@ -34,6 +29,20 @@ class Ranked:
     score: float  # fused score (higher is better)
     lexical: float = 0.0  # share of the question's term weight this entry matched (0..1)
     cosine: float | None = None
+
+
+@dataclass
+class LexicalMatch:
+    """Per matching entry (by position): its BM25 score, the IDF weight of the question's terms
+    it holds (`information`, in nats), that weight as a share of the question's (`coverage`),
+    and how many distinct question terms it holds; and the share of the question's IDF weight
+    in terms no entry holds (`unseen`: what this scope has never heard of)."""
+
+    scores: dict[int, float] = field(default_factory=dict)
+    information: dict[int, float] = field(default_factory=dict)
+    coverage: dict[int, float] = field(default_factory=dict)
+    distinct: dict[int, int] = field(default_factory=dict)
+    unseen: float = 1.0
 
 
 @dataclass
@@ -88,18 +97,15 @@ class ScopeCorpus:
 
     # --- lexical ------------------------------------------------------------------------------
 
-    def bm25(self, query: list[str]) -> tuple[dict[int, float], dict[int, float], dict[int, int]]:
-        """Per matching entry: BM25 score, share of the query's IDF mass it matched, and how
-        many distinct query terms it matched."""
+    def bm25(self, query: list[str]) -> LexicalMatch:
+        """BM25 of the question against every entry holding one of its terms."""
+        found = LexicalMatch()
         n = len(self.entries)
         if not n or not query:
-            return {}, {}, {}
+            return found
         avg = max(self._total_len / n, 1.0)
         qtf = Counter(query)
-        scores: dict[int, float] = {}
-        matched: dict[int, float] = {}
-        distinct: dict[int, int] = {}
-        idf_total = 0.0
+        idf_total = unseen = 0.0
         for term, q in qtf.items():
             posting = self._postings.get(term, {})
             # A term found nowhere weighs like the rarest term found (df 1) in the coverage:
@@ -107,18 +113,20 @@ class ScopeCorpus:
             df = max(len(posting), 1)
             idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
             idf_total += idf * q
+            unseen += 0.0 if posting else idf * q
             for at, tf in posting.items():
                 norm = (
                     tf
                     * (BM25_K1 + 1)
                     / (tf + BM25_K1 * (1 - BM25_B + BM25_B * self._len[at] / avg))
                 )
-                scores[at] = scores.get(at, 0.0) + idf * norm * q
-                matched[at] = matched.get(at, 0.0) + idf * q
-                distinct[at] = distinct.get(at, 0) + 1
+                found.scores[at] = found.scores.get(at, 0.0) + idf * norm * q
+                found.information[at] = found.information.get(at, 0.0) + idf * q
+                found.distinct[at] = found.distinct.get(at, 0) + 1
         if idf_total > 0:
-            matched = {at: m / idf_total for at, m in matched.items()}
-        return scores, matched, distinct
+            found.coverage = {at: m / idf_total for at, m in found.information.items()}
+            found.unseen = unseen / idf_total
+        return found
 
     # --- dense --------------------------------------------------------------------------------
 
@@ -144,10 +152,10 @@ class ScopeCorpus:
         return {self._matrix_rows[i]: float(s) for i, s in enumerate(sims)}
 
 
-def fuse(lexical: list[int], dense: list[int]) -> dict[int, float]:
-    """Weighted reciprocal-rank fusion: weight / (RRF_K + rank) summed over both rankings."""
+def fuse(lexical: list[int], dense: list[int], tuning: Tuning) -> dict[int, float]:
+    """Weighted reciprocal-rank fusion: weight / (rrf_k + rank) summed over both rankings."""
     fused: dict[int, float] = {}
-    for weight, ranking in ((1.0, lexical), (DENSE_WEIGHT, dense)):
+    for weight, ranking in ((1.0, lexical), (tuning.dense_weight, dense)):
         for rank, at in enumerate(ranking, start=1):
-            fused[at] = fused.get(at, 0.0) + weight / (RRF_K + rank)
+            fused[at] = fused.get(at, 0.0) + weight / (tuning.rrf_k + rank)
     return fused

@@ -7,11 +7,12 @@ question (concurrently with that round trip; after it, and only if the scope has
 the scope was empty or not cached yet). A deletion in the team (erasure) bumps the team's
 generation and the scope is reloaded whole.
 
-Relevance: a question gets memories only if at least one entry matches it well: lexically (its
-terms carry at least `LEXICAL_GATE` of the question's IDF weight, or it shares at least
-`GATE_TERMS` distinct terms with the question) or semantically (cosine at least `DENSE_GATE`);
-so an unrelated question brings back nothing. Past that gate, fused results need some match of
-either kind to be kept.
+Relevance (`relevant`): a question gets memories only if at least one entry matches it on what
+carries information: lexically (enough of the question's IDF weight or enough distinct terms,
+and in both cases enough IDF weight in absolute terms, so words most entries hold do not count)
+or semantically (a cosine high in itself and above the scope's usual closeness); so an unrelated
+question brings back nothing. Past that gate, fused results need some match of either kind to
+be kept. The constants are in `tuning.py`.
 """
 
 from __future__ import annotations
@@ -26,18 +27,13 @@ import numpy as np
 from cachetools import LRUCache
 
 from bot.embeddings.base import Embedder, EmbeddingError, Vectors
-from bot.memory.episodic.ranking import Ranked, ScopeCorpus, fuse
+from bot.memory.episodic.ranking import LexicalMatch, Ranked, ScopeCorpus, fuse
 from bot.memory.episodic.text import relative_date_words, terms
+from bot.memory.episodic.tuning import DEFAULT, Tuning
 from bot.stores.memory_index import MemoryIndex, MemoryScope
 
 log = logging.getLogger(__name__)
 
-LEXICAL_GATE = 0.5
-GATE_TERMS = 2
-DENSE_GATE = 0.45
-LEXICAL_FLOOR = 0.1
-DENSE_FLOOR = 0.25
-CANDIDATES = 200  # from each ranking, before fusion
 MAX_QUESTION_CHARS = 2000
 
 
@@ -50,10 +46,16 @@ class _Scope:
 
 class Retriever:
     def __init__(
-        self, index: MemoryIndex, embedder: Embedder | None, *, cached_scopes: int = 256
+        self,
+        index: MemoryIndex,
+        embedder: Embedder | None,
+        *,
+        cached_scopes: int = 256,
+        tuning: Tuning = DEFAULT,
     ) -> None:
         self.index = index
         self.embedder = embedder
+        self.tuning = tuning
         self._scopes: LRUCache[str, _Scope] = LRUCache(maxsize=cached_scopes)
 
     async def search(
@@ -88,30 +90,31 @@ class Retriever:
         if not len(corpus):
             return []
         query_terms = terms(f"{question} {relative_date_words(question, now)}")
-        scores, coverage, distinct = corpus.bm25(query_terms)
+        lexical = corpus.bm25(query_terms)
         cosines: dict[int, float] = {}
         if query_vector is not None and self.embedder is not None:
             cosines = corpus.cosines(query_vector, self.embedder.name)
-
-        if (
-            max(coverage.values(), default=0.0) < LEXICAL_GATE
-            and max(distinct.values(), default=0) < GATE_TERMS
-            and max(cosines.values(), default=0.0) < DENSE_GATE
-        ):
+        tuning = self.tuning
+        if not relevant(lexical, cosines, tuning):
             return []
         excluded, excluded_ids = set(exclude_sources), set(exclude_ids)
+        coverage = lexical.coverage
 
         def usable(at: int) -> bool:
-            if coverage.get(at, 0.0) < LEXICAL_FLOOR and cosines.get(at, 0.0) < DENSE_FLOOR:
+            if (
+                coverage.get(at, 0.0) < tuning.lexical_floor
+                and cosines.get(at, 0.0) < tuning.dense_floor
+            ):
                 return False
             if corpus.entries[at].id in excluded_ids:
                 return False
             sources = corpus.entries[at].source_ids
             return not (excluded and sources and all(s in excluded for s in sources))
 
-        lexical = [at for at in sorted(scores, key=lambda a: -scores[a]) if usable(at)]
-        dense = [at for at in sorted(cosines, key=lambda a: -cosines[a]) if usable(at)]
-        fused = fuse(lexical[:CANDIDATES], dense[:CANDIDATES])
+        scores = lexical.scores
+        by_terms = [at for at in sorted(scores, key=lambda a: -scores[a]) if usable(at)]
+        by_meaning = [at for at in sorted(cosines, key=lambda a: -cosines[a]) if usable(at)]
+        fused = fuse(by_terms[: tuning.candidates], by_meaning[: tuning.candidates], tuning)
         best = sorted(fused, key=lambda a: (-fused[a], a))[:limit]
         return [
             Ranked(
@@ -151,6 +154,25 @@ class Retriever:
 
     def forget_cache(self) -> None:
         self._scopes.clear()
+
+
+def relevant(lexical: LexicalMatch, cosines: dict[int, float], tuning: Tuning) -> bool:
+    """Whether any entry matches the question on what carries information (module docstring)."""
+    for at, information in lexical.information.items():
+        if information < tuning.info_min:
+            continue
+        if lexical.coverage.get(at, 0.0) >= tuning.lexical_gate or (
+            lexical.distinct.get(at, 0) >= tuning.gate_terms and lexical.unseen <= tuning.unseen_max
+        ):
+            return True
+    if not cosines:
+        return False
+    best = max(cosines.values())
+    if best < tuning.dense_gate:
+        return False
+    return tuning.dense_margin <= 0 or best - float(np.median(list(cosines.values()))) >= (
+        tuning.dense_margin
+    )
 
 
 def as_vector(values: list[float]) -> Vectors:
