@@ -2,8 +2,8 @@
 
 On a terminal it shows a prompt and streams the reply as it arrives; when stdin is not a terminal
 it reads one message per line and prints one reply per message (so scripts can drive it). Lines
-starting with `/memory`, `/tools` or `/config` run the slash commands; the person at the
-terminal runs the bot process, so they count as its admin (`/tools install`, `/config set`).
+starting with a slash command's name (`bot.command_registry`) run it, `/help` lists them; the
+person at the terminal runs the bot process, so they count as its admin (`/config set`).
 `--user` and `--channel` name who is speaking and where, so several people and places can be
 simulated in one script.
 Without `--channel` the conversation is a DM between that person and the bot (`dm-<user>`);
@@ -22,11 +22,17 @@ from datetime import datetime
 from typing import TextIO
 
 from adapters.console_files import AttachRefused, local_attachment
+from bot.command_registry import BY_NAME, LocalCommand, help_text
 from bot.core import BotCore, CommandRequest
 from bot.messages import Attachment, IncomingMessage
 
 PLATFORM = "console"
 TEAM = "local"
+CONSOLE_COMMANDS = (
+    LocalCommand("/attach PATH", "attach a file to your next message"),
+    LocalCommand("/help", "this list"),
+    LocalCommand("/quit", "leave (or end of input)"),
+)
 
 
 @dataclass
@@ -110,7 +116,11 @@ async def run_console(
             continue
         if text in ("/quit", "/exit"):
             return 0
-        if text.split(" ", 1)[0] in ("/memory", "/tools", "/config"):
+        if text in ("/help", "/?"):
+            out.write(help_text(CONSOLE_COMMANDS) + "\n")
+            out.flush()
+            continue
+        if text.split(" ", 1)[0].removeprefix("/") in BY_NAME and text.startswith("/"):
             command, _, rest = text[1:].partition(" ")
             reply = await core.handle_command(
                 CommandRequest(PLATFORM, TEAM, channel, user, command, rest, is_platform_admin=True)

@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 
+from bot.command_registry import MEMORY, TOOLS, help_text
 from bot.config_command import ConfigCommands
 from bot.core import CommandReply, CommandRequest
 from bot.keys import PersonKey, SessionKey, TeamKey
@@ -34,15 +35,8 @@ from tools.packs import PackConfigError, parse_settings
 
 log = logging.getLogger(__name__)
 
-MEMORY_HELP = (
-    "Usage: `/memory` or `/memory show` lists what I remember about you; "
-    "`/memory forget <id>` erases one fact; "
-    "`/memory forget all` erases everything I hold about you."
-)
-TOOLS_HELP = (
-    "Usage: `/tools` lists the tool packs installed here; admins can run "
-    "`/tools install <pack> [key=value ...]` and `/tools remove <pack>`."
-)
+MEMORY_HELP = MEMORY.help
+TOOLS_HELP = TOOLS.help
 
 
 def _erased(counts: ErasureCounts) -> str:
@@ -166,6 +160,8 @@ class CommandHandler:
                 return await self._tools(req, req.text.strip())
             if req.command.lstrip("/") == "config" and self.config is not None:
                 return await self.config.handle(req)
+            if req.command.lstrip("/") == "help":
+                return CommandReply(help_text())
         except Exception:
             log.exception("command_failed", extra={"fields": {"command": req.command}})
             return CommandReply("Sorry, I couldn't do that right now. Please try again.", ok=False)

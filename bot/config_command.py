@@ -18,6 +18,7 @@ import shlex
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
+from bot.command_registry import CONFIG
 from bot.core import CommandReply, CommandRequest
 from bot.keys import PersonKey, TeamKey
 from bot.place_settings_cache import CachedPlaceSettings
@@ -31,11 +32,7 @@ HISTORY_SHOWN = 20
 SETTABLE = KEYS
 NOT_YET: dict[str, str] = {}
 PREVIEW_CHARS = 80
-CONFIG_HELP = (
-    "Usage: `/config` shows the settings here; admins can run `/config set KEY=VALUE ...` "
-    "(this channel) or `/config set team KEY=VALUE ...` (the whole team), `/config unset "
-    "[team] KEY ...`, and `/config history`. Keys: " + ", ".join(SETTABLE) + "."
-)
+CONFIG_HELP = CONFIG.help
 NOT_ADMIN = (
     "Sorry, only admins can change settings. `/config` shows what is set here; ask an admin "
     "to change it."

@@ -16,20 +16,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shlex
-from typing import Any
 
 import discord
 from discord import app_commands
 
 from adapters.common.logs import emit
 from adapters.common.split import split_message
+from adapters.discord.command_tree import build_group
 from adapters.discord.config import MESSAGE_LIMIT, DiscordConfig
 from adapters.discord.handlers import DM_TEAM, PLATFORM
 from adapters.discord.interactions import interaction_age
 from adapters.discord.rest_errors import REST_ERRORS, rest_error_fields
 from bot import metrics
-from bot.config_command import SETTABLE
+from bot.command_registry import BY_NAME
+from bot.command_registry import COMMANDS as REGISTRY
 from bot.core import BotCore, CommandReply, CommandRequest
 
 _LOG = logging.getLogger(__name__)
@@ -48,23 +48,6 @@ def is_guild_admin(interaction: discord.Interaction) -> bool:
     return guild is not None and guild.owner_id == interaction.user.id
 
 
-IN_GUILDS_AND_DMS = app_commands.AppCommandContext(
-    guild=True, dm_channel=True, private_channel=False
-)
-IN_GUILDS = app_commands.AppCommandContext(guild=True, dm_channel=False, private_channel=False)
-GUILD_INSTALL = app_commands.AppInstallationType(guild=True, user=False)
-
-
-class CommandGroup(app_commands.Group):
-    """A top-level command whose places are given by `contexts` and `integration_types`
-    alone: Discord deprecated `dm_permission` for them, and discord.py still sends it."""
-
-    def to_dict(self, tree: app_commands.CommandTree[Any]) -> dict[str, Any]:
-        data = super().to_dict(tree)
-        data.pop("dm_permission", None)
-        return data
-
-
 def pack_choices(current: str) -> list[app_commands.Choice[str]]:
     """`/tools install pack:` suggestions: the packs this build offers (a static registry), those
     starting with what was typed first, at most 25 (Discord's limit), names within 100 chars."""
@@ -79,129 +62,19 @@ def pack_choices(current: str) -> list[app_commands.Choice[str]]:
     ][:25]
 
 
-def config_text(
-    action: str, key: str, value: str | None, scope: app_commands.Choice[str] | None
-) -> str:
-    """`/config set key:K value:V scope:team` as the text every surface sends the core:
-    `set team K='V'` (quoted, so a value with spaces stays one)."""
-    where = "team " if scope is not None and scope.value == "team" else ""
-    if value is None:
-        return f"{action} {where}{key}"
-    return f"{action} {where}{key}={shlex.quote(value)}"
-
-
 class DiscordCommands:
     def __init__(self, core: BotCore, config: DiscordConfig) -> None:
         self.core = core
         self.config = config
 
     def register(self, tree: app_commands.CommandTree[discord.Client]) -> None:
-        tree.add_command(self._memory_group())
-        tree.add_command(self._tools_group())
-        tree.add_command(self._config_group())
-
-    def _memory_group(self) -> app_commands.Group:
-        group = CommandGroup(
-            name="memory",
-            description="What the bot remembers about you",
-            allowed_contexts=IN_GUILDS_AND_DMS,
-            allowed_installs=GUILD_INSTALL,
-        )
-        run = self.run
-
-        @group.command(name="show", description="List what the bot remembers about you")
-        @app_commands.describe(history="Also list facts that were replaced or closed")
-        async def show(interaction: discord.Interaction, history: bool = False) -> None:
-            await run(interaction, "memory", "show history" if history else "show")
-
-        @group.command(name="forget", description="Erase one fact, or everything (all)")
-        @app_commands.describe(id="The fact id from /memory show, or all")
-        async def forget(interaction: discord.Interaction, id: str) -> None:
-            await run(interaction, "memory", f"forget {id.strip()}")
-
-        return group
-
-    def _tools_group(self) -> app_commands.Group:
-        group = CommandGroup(
-            name="tools",
-            description="Tool packs installed in this server",
-            allowed_contexts=IN_GUILDS,
-            allowed_installs=GUILD_INSTALL,
-        )
-        run = self.run
-
-        @group.command(name="list", description="The tool packs installed in this server")
-        async def list_(interaction: discord.Interaction) -> None:
-            await run(interaction, "tools", "list")
-
-        @group.command(name="install", description="Install a tool pack (server admins)")
-        @app_commands.describe(pack="Pack name", settings="key=value settings, space-separated")
-        async def install(
-            interaction: discord.Interaction, pack: str, settings: str | None = None
-        ) -> None:
-            await run(interaction, "tools", f"install {pack} {settings or ''}".strip())
-
-        @install.autocomplete("pack")
-        async def install_pack(
-            interaction: discord.Interaction, current: str
-        ) -> list[app_commands.Choice[str]]:
-            return pack_choices(current)
-
-        @group.command(name="remove", description="Remove a tool pack (server admins)")
-        @app_commands.describe(pack="Pack name")
-        async def remove(interaction: discord.Interaction, pack: str) -> None:
-            await run(interaction, "tools", f"remove {pack}")
-
-        return group
-
-    def _config_group(self) -> app_commands.Group:
-        group = CommandGroup(
-            name="config",
-            description="How the bot behaves in this server and channel",
-            allowed_contexts=IN_GUILDS,
-            allowed_installs=GUILD_INSTALL,
-        )
-        run = self.run
-        keys = [app_commands.Choice(name=k, value=k) for k in SETTABLE]
-        scopes = [
-            app_commands.Choice(name="this channel", value="channel"),
-            app_commands.Choice(name="the whole server", value="team"),
-        ]
-
-        @group.command(name="show", description="The settings here, with where each comes from")
-        async def show(interaction: discord.Interaction) -> None:
-            await run(interaction, "config", "show")
-
-        @group.command(name="set", description="Change a setting (server admins)")
-        @app_commands.describe(key="Setting", value="New value", scope="Where it applies")
-        @app_commands.choices(key=keys, scope=scopes)
-        async def set_(
-            interaction: discord.Interaction,
-            key: app_commands.Choice[str],
-            value: str,
-            scope: app_commands.Choice[str] | None = None,
-        ) -> None:
-            await run(interaction, "config", config_text("set", key.value, value, scope))
-
-        @group.command(name="unset", description="Go back to the default (server admins)")
-        @app_commands.describe(key="Setting", scope="Where it applies")
-        @app_commands.choices(key=keys, scope=scopes)
-        async def unset(
-            interaction: discord.Interaction,
-            key: app_commands.Choice[str],
-            scope: app_commands.Choice[str] | None = None,
-        ) -> None:
-            await run(interaction, "config", config_text("unset", key.value, None, scope))
-
-        @group.command(name="history", description="The last changes of the settings here")
-        async def history(interaction: discord.Interaction) -> None:
-            await run(interaction, "config", "history")
-
-        return group
+        """Every command of the registry, as built by `command_tree`."""
+        for command in REGISTRY:
+            tree.add_command(build_group(command, self.run, {"packs": pack_choices}))
 
     async def run(self, interaction: discord.Interaction, command: str, text: str) -> None:
         metrics.EVENTS.labels(PLATFORM, command).inc()
-        if command in ("tools", "config") and interaction.guild_id is None:
+        if not BY_NAME[command].in_dms and interaction.guild_id is None:
             await self._respond(interaction, CommandReply(GUILD_ONLY, ok=False), deferred=False)
             return
         request = CommandRequest(

@@ -33,11 +33,13 @@ from adapters.slack.errors import api_failed
 from adapters.slack.mrkdwn import markdown_to_mrkdwn, split_message, truncate
 from adapters.slack.users import UserDirectory
 from bot import metrics
+from bot.command_registry import BY_NAME
+from bot.command_registry import COMMANDS as REGISTRY
 from bot.core import BotCore, CommandRequest
 
 _LOG = logging.getLogger(__name__)
 PLATFORM = "slack"
-COMMANDS = ("memory", "tools", "config")
+COMMANDS = tuple(c.name for c in REGISTRY)
 COMMAND_FAILED = "Sorry, that command failed. Please try again."
 COMMAND_STOPPED = "Sorry, I was restarting and had to stop before finishing that. Please try again."
 # Slack: a response_url "can be used up to 5 times within 30 minutes" of the command.
@@ -50,10 +52,9 @@ Ack = Callable[..., Awaitable[Any]]
 
 def needs_admin(name: str, text: str) -> bool:
     """Whether the command may change something only admins may (then the person's admin
-    flag is looked up, a Web API call): `/tools` and `/config set|unset`."""
-    if name == "tools":
-        return True
-    return name == "config" and text.strip()[:6].casefold().startswith(("set", "unset"))
+    flag is looked up, a Web API call): the registry's admin subcommands."""
+    command = BY_NAME.get(name)
+    return command is not None and command.needs_admin(text)
 
 
 def answer_parts(text: str, limit: int) -> list[str]:
