@@ -102,6 +102,8 @@ class Settings(BaseSettings):
     bot_admins: str = ""
     # Models an admin may choose per team or channel (`/config set model=`); BOT_MODEL always.
     bot_models: str = ""
+    # Prices per model (bot.usage.prices): `model=INPUT/CACHED_INPUT/OUTPUT;...`, $ per 1M tokens.
+    bot_prices: str = ""
     # Hosts/CIDRs that team-installed packs (orders, mcp) may reach; see tools.netguard.
     bot_tool_hosts: str | None = None
     # Long-term consolidation (bot.memory.consolidation): when, how wide, how costly; retention.
@@ -160,6 +162,14 @@ class Settings(BaseSettings):
         if any(not (p.isdigit() or p == "*") for p in parts):
             raise ValueError("must be comma-separated guild ids (numbers)")
         return ",".join(parts)
+
+    @field_validator("bot_prices")
+    @classmethod
+    def _prices(cls, value: str) -> str:
+        from bot.usage.prices import parse_prices
+
+        parse_prices(value)
+        return value
 
     @field_validator("bot_rate_user", "bot_rate_team")
     @classmethod

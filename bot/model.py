@@ -64,6 +64,7 @@ class Usage:
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    cached_prompt_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache
 
 
 @dataclass(slots=True)
@@ -547,7 +548,9 @@ def _usage(raw: Any) -> Usage | None:
     p = prompt if isinstance(prompt, int) else 0
     c = completion if isinstance(completion, int) else 0
     total = _get(raw, "total_tokens", None)
-    return Usage(p, c, total if isinstance(total, int) else p + c)
+    cached = _get(_get(raw, "prompt_tokens_details", None), "cached_tokens", None)
+    cached = cached if isinstance(cached, int) and 0 <= cached <= p else 0
+    return Usage(p, c, total if isinstance(total, int) else p + c, cached)
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
