@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -45,10 +45,15 @@ from bot.stores.inbox import Inbox
 from bot.stores.inbox_sqlite import SqliteInbox
 from bot.stores.place_settings import SettingsAuthors, place_settings_of
 from bot.stores.protocols import Cache, LockTimeout, Store, StoreUnavailable
+from bot.stores.usage import UsagePeople, usage_of
 from bot.text import clean_message, clean_request
 from bot.tokens import TokenCounter
 from bot.toolbox import ToolboxFactory
 from bot.turn import STORE_DOWN_REPLY, Model, TurnResult, TurnRunner
+from bot.usage.bill import Bill, billed_to, team_bill
+from bot.usage.gate import BudgetGate
+from bot.usage.meter import UsageMeter
+from bot.usage.prices import Prices
 from tools.idempotency import IdempotencyCache
 from tools.keylocks import KeyLocks
 
@@ -115,8 +120,17 @@ class BotApp(ServesInbox):
             CompressionPolicy.for_budget(budget, reply_tokens),
             idle_ttl=settings.bot_session_ttl,
         )
+        # Every model request metered and priced (bot.usage); budgets per place (bot.usage.gate).
+        self.usage = usage_of(store)
+        self.meter = UsageMeter(
+            self.usage, Prices.parse(settings.bot_prices), estimate=self._estimate_usage
+        )
+        self.budgets = BudgetGate(
+            cache, self.usage, self.meter.prices, default_model=settings.bot_model
+        )
+        self.meter.on_background = self.budgets.background
         self.reconciler = Reconciler(
-            store, JsonAsker(MeteredModel(self.summary_model, "memory"), max_tokens=400)
+            store, JsonAsker(MeteredModel(self.summary_model, "memory", self.meter), max_tokens=400)
         )
         self.toolboxes = ToolboxFactory(
             settings,
@@ -143,7 +157,7 @@ class BotApp(ServesInbox):
             team_queue=settings.bot_team_queue,
         )
         self.runner = TurnRunner(
-            model=MeteredModel(model, "chat"),
+            model=MeteredModel(model, "chat", self.meter),
             memory=self.memory,
             facts=store,
             builder=self.builder,
@@ -184,6 +198,8 @@ class BotApp(ServesInbox):
                 installed_packs=self._installed_packs,
             )
             self.commands.eraser.tiers.append(SettingsAuthors(self.place_settings.store))
+        if self.usage is not None:
+            self.commands.eraser.tiers.append(UsagePeople(self.usage))
         self.changes.heard = heard
         if heard is not None:
             heard.apply_change = self._apply_heard_change
@@ -246,8 +262,22 @@ class BotApp(ServesInbox):
                         )
                         await sink.finish(STORE_DOWN_REPLY, error=True)
                         return None
-                    with self.activity.turn():
-                        result = await self.runner.run(message, toolbox, sink, policy)
+                    hold = await self.budgets.open(message, policy)
+                    if isinstance(hold, str):  # a budget is used up: no model request
+                        await sink.finish(hold)
+                        return None
+                    bill = Bill(
+                        team=session.team_key.id,
+                        place=message.channel,
+                        person=message.person.id,
+                        audience=message.audience.id,
+                    )
+                    with self.activity.turn(), billed_to(bill):
+                        try:
+                            result = await self.runner.run(message, toolbox, sink, policy, hold)
+                        finally:
+                            if hold is not None:
+                                await hold.settle(bill)
                     if self.episodic is not None:
                         self.episodic.after_turn(session)
                     record_turn(message.platform, result, set(toolbox.registry.names()))
@@ -349,6 +379,7 @@ class BotApp(ServesInbox):
         if self.nightly is None:
             self.nightly = NightlySchedule(self)
             self.nightly.start()
+        self.meter.start()
         if self.heard is not None:
             await self.heard.start()
 
@@ -369,6 +400,7 @@ class BotApp(ServesInbox):
             await self.nightly.stop()
         await self.worker.stop(grace=0.0)  # adapters stop it first, with their grace period
         await self.drain(within=30.0)
+        await self.meter.close()  # the last rows reach the store before it closes
         await self.toolboxes.close()
         await self.model.close()
         if self.summary_model is not self.model:
@@ -412,7 +444,7 @@ class BotApp(ServesInbox):
         task.add_done_callback(done)
 
     async def _compress(self, session: SessionKey) -> None:
-        model = MeteredModel(self.summary_model, "summary")
+        model = MeteredModel(self.summary_model, "summary", self.meter)
 
         async def summarise(messages: list[dict[str, Any]], response_format: dict[str, Any]) -> str:
             # Strict JSON schema first; servers that reject it (some local OpenAI-compatible
@@ -438,11 +470,16 @@ class BotApp(ServesInbox):
             raise AssertionError("unreachable")
 
         try:
-            await self.memory.compress(session, summarise)  # failures back off in the state
+            with billed_to(team_bill(session.team_key.id)):  # the team's, not the turn's
+                await self.memory.compress(session, summarise)  # failures back off in state
         except Exception:
             log.exception("summary_crashed", extra={"fields": {"session": session.id}})
             with contextlib.suppress(Exception):  # e.g. the store is down: nothing to record in
                 await self.memory.record_failure(session)
+
+    def _estimate_usage(self, messages: Sequence[dict[str, Any]], content: str) -> tuple[int, int]:
+        """Token counts of a request whose server sent no usage (tiktoken, as for budgets)."""
+        return sum(self.counter.message(m) for m in messages), self.counter.count(content)
 
     async def drain(self, within: float) -> None:
         """Wait for background summaries (on shutdown), at most `within` seconds."""

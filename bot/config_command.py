@@ -22,7 +22,7 @@ from bot.command_registry import CONFIG
 from bot.core import CommandReply, CommandRequest
 from bot.keys import PersonKey, TeamKey
 from bot.place_settings_cache import CachedPlaceSettings
-from bot.policy import KEYS, PlacePolicy, PolicyResolver, parse_value
+from bot.policy import BUDGET_KEYS, KEYS, PlacePolicy, PolicyResolver, parse_value
 from bot.stores.place_settings import FORGOTTEN, TEAM_WIDE, SettingChange
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,9 @@ def _effective(policy: PlacePolicy, key: str, default_model: str) -> str:
         return "all" if policy.tools is None else (",".join(sorted(policy.tools)) or "none")
     if key == "memory":
         return "on" if policy.memory else "off"
+    if key in BUDGET_KEYS:
+        set_here = [f"{b.layer} {b.budget.shown()}" for b in policy.budgets if b.key == key]
+        return "; ".join(set_here) or "none"
     return str(getattr(policy, key))
 
 

@@ -13,14 +13,16 @@ from bot import tracing
 from bot.metrics import ERRORS, MODEL_LATENCY, MODEL_TOKENS, TOOL_CALLS, TURN_LATENCY, TURNS
 from bot.model import ModelError, ModelResponse
 from bot.turn import Model, TurnResult
+from bot.usage.meter import UsageMeter
 
 
 class MeteredModel:
     """A ModelClient that records latency, tokens and errors under a `kind` label."""
 
-    def __init__(self, client: Model, kind: str) -> None:
+    def __init__(self, client: Model, kind: str, meter: UsageMeter | None = None) -> None:
         self.client = client
         self.kind = kind
+        self.meter = meter  # usage metering and pricing (bot.usage.meter)
 
     async def complete(
         self,
@@ -60,9 +62,24 @@ class MeteredModel:
                     },
                 )
         MODEL_LATENCY.labels(self.kind).observe(response.duration_ms / 1000)
-        if response.usage is not None:
-            MODEL_TOKENS.labels(self.kind, "prompt").inc(response.usage.prompt_tokens)
-            MODEL_TOKENS.labels(self.kind, "completion").inc(response.usage.completion_tokens)
+        usage = response.usage
+        if usage is not None:
+            MODEL_TOKENS.labels(self.kind, "prompt").inc(usage.prompt_tokens)
+            MODEL_TOKENS.labels(self.kind, "completion").inc(usage.completion_tokens)
+        if self.meter is not None:
+            self.meter.record(
+                self.kind,
+                model or str(getattr(self.client, "model", "") or response.model),
+                prompt=usage.prompt_tokens if usage is not None else None,
+                cached=usage.cached_prompt_tokens if usage is not None else 0,
+                completion=usage.completion_tokens if usage is not None else None,
+                messages=messages if usage is None else (),
+                content=(
+                    response.content + "".join(c.name + c.arguments for c in response.tool_calls)
+                    if usage is None
+                    else ""
+                ),
+            )
         return response
 
     async def close(self) -> None:

@@ -54,6 +54,17 @@ MODEL_TOKENS = Counter(
     ["kind", "direction"],
     registry=REGISTRY,
 )
+USAGE_TOKENS = Counter(
+    "bot_usage_tokens_total",
+    "Metered model tokens by team, model, kind (chat | summary | memory | extract ...) and type "
+    "(prompt | cached_prompt | completion); estimated where the server sent no usage.",
+    ["team", "model", "kind", "type"],
+)
+USAGE_COST = Counter(
+    "bot_usage_cost_dollars_total",
+    "Priced cost of metered model requests (BOT_PRICES), by team, model and kind.",
+    ["team", "model", "kind"],
+)
 TOOL_CALLS = Counter(
     "bot_tool_calls_total",
     "Tool calls by tool name and outcome "

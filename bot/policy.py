@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from bot.keys import TeamKey
+from bot.usage.budgets import Budget, parse_budget
 
 Layer = Literal["default", "team", "channel"]
 REPLY_MODES = ("mention", "threads", "all")
@@ -24,7 +25,22 @@ MEMORY_MODES = ("on", "off")
 INSTRUCTIONS_MAX = 2000  # characters (DESIGN: `instructions`)
 
 # The keys a place's policy holds, in the order `/config show` lists them.
-KEYS = ("instructions", "model", "tools", "reply", "bots", "language", "memory")
+KEYS = (
+    "instructions", "model", "tools", "reply", "bots", "language", "memory", "budget",
+    "person_budget",
+)  # fmt: skip
+BUDGET_KEYS = ("budget", "person_budget")
+
+
+@dataclass(frozen=True, slots=True)
+class ScopedBudget:
+    """A budget and where it was set: every one that applies is enforced (a channel's budget
+    does not lift the team's). `budget` counts the team (set for the team) or the channel;
+    `person_budget` counts each person in the team or in the channel."""
+
+    key: str  # "budget" | "person_budget"
+    layer: Layer  # "team" | "channel"
+    budget: Budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +56,7 @@ class PlacePolicy:
     bots: str = "ignore"
     language: str = "auto"
     memory: bool = True
+    budgets: tuple[ScopedBudget, ...] = ()
     sources: Mapping[str, Layer] = field(default_factory=dict)  # key -> where it came from
 
     def source(self, key: str) -> Layer:
@@ -114,6 +131,11 @@ def parse_value(key: str, raw: str, *, models: frozenset[str]) -> object:
         return value
     if key == "memory":
         return _one_of(key, value, MEMORY_MODES) == "on"
+    if key in BUDGET_KEYS:
+        try:
+            return parse_budget(value)
+        except ValueError as exc:
+            raise ValueError(f"{key}: {exc}") from None
     raise ValueError(f"unknown setting {key!r}: one of {', '.join(KEYS)}")
 
 
@@ -146,6 +168,7 @@ def resolve(
     `BOT_MODELS` since it was set) falls back to the layer below, never fails the turn."""
     values: dict[str, object] = {}
     sources: dict[str, Layer] = {}
+    budgets: list[ScopedBudget] = []
     layers: tuple[tuple[Layer, Mapping[str, str]], ...] = (("team", team), ("channel", channel))
     for layer, raw in layers:
         for key, text in raw.items():
@@ -156,6 +179,8 @@ def resolve(
             except ValueError:
                 continue
             sources[key] = layer
+            if key in BUDGET_KEYS:
+                budgets.append(ScopedBudget(key, layer, values.pop(key)))  # type: ignore[arg-type]
     model = str(values.get("model", ""))
     tools = values.get("tools")
     return PlacePolicy(
@@ -166,6 +191,7 @@ def resolve(
         bots=str(values.get("bots", DEFAULT_POLICY.bots)),
         language=str(values.get("language", DEFAULT_POLICY.language)),
         memory=bool(values.get("memory", True)),
+        budgets=tuple(budgets),
         sources=sources,
     )
 

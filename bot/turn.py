@@ -140,7 +140,7 @@ class TurnResult:
     turn_id: str
     reply: str
     outcome: (
-        str  # "answer" | "max_rounds" | "replayed" | "model_error" | "timeout"
+        str  # "answer" | "max_rounds" | "replayed" | "budget" | "model_error" | "timeout"
         # | "store_unavailable" | "error"
     )
     rounds: int = 0
@@ -171,6 +171,25 @@ class Turn:
     tools_rejected: bool = False  # the server refused function tools: none offered again
     files: FileInput | None = None
     named: bool = False  # several people talk here: messages say who said them
+    hold: BudgetHold | None = None  # this place's budgets (bot.usage.gate); None: none apply
+    builder: ContextBuilder | None = None  # set by `load`: the runner's, or the lean one
+
+
+class BudgetHold(Protocol):
+    """A turn's budgets (`bot.usage.gate.Hold`): whether it runs lean, and the reservation
+    of its first request's cost (a refusal line when a budget is used up)."""
+
+    lean: bool
+
+    async def reserve(self, prompt_tokens: int, max_completion: int) -> str | None: ...
+
+
+class BudgetRefused(Exception):
+    """The first request's reservation found a budget used up (by concurrent turns)."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__("budget used up")
+        self.line = line
 
 
 @dataclass
@@ -224,6 +243,8 @@ class TurnRunner:
         self.memory = memory
         self.facts = facts
         self.builder = builder
+        # At 80 % of a budget a turn runs lean: half the context, no recall.
+        self.lean_builder = builder.lean()
         self.max_rounds = max_rounds
         self.turn_timeout = turn_timeout
         self.file_limits = file_limits or FileLimits()
@@ -235,11 +256,13 @@ class TurnRunner:
         toolbox: Toolbox,
         sink: ReplySink,
         policy: PlacePolicy = DEFAULT_POLICY,
+        hold: BudgetHold | None = None,
     ) -> TurnResult:
         """One turn for `msg` in a place whose `policy` (`bot.policy`, resolved once for this
-        turn) says the instructions, model and memory use; `toolbox` holds the tools it allows."""
+        turn) says the instructions, model and memory use; `toolbox` holds the tools it allows;
+        `hold` the budgets that apply here."""
         with tracing.span("turn", {"session": msg.session.id, "platform": msg.platform}) as current:
-            result = await self._traced(msg, toolbox, sink, policy)
+            result = await self._traced(msg, toolbox, sink, policy, hold)
             tracing.set_attributes(
                 current,
                 {
@@ -265,13 +288,18 @@ class TurnRunner:
         return result
 
     async def _traced(
-        self, msg: IncomingMessage, toolbox: Toolbox, sink: ReplySink, policy: PlacePolicy
+        self,
+        msg: IncomingMessage,
+        toolbox: Toolbox,
+        sink: ReplySink,
+        policy: PlacePolicy,
+        hold: BudgetHold | None = None,
     ) -> TurnResult:
         started = time.perf_counter()
         result = TurnResult(turn_id="t_" + uuid.uuid4().hex[:16], reply="", outcome="error")
         try:
             async with asyncio.timeout(self.turn_timeout):
-                await self._run(msg, toolbox, sink, result, policy)
+                await self._run(msg, toolbox, sink, result, policy, hold)
         except TimeoutError:
             result.outcome, result.reply = "timeout", TIMEOUT_REPLY
         except StoreUnavailable:
@@ -301,6 +329,7 @@ class TurnRunner:
         sink: ReplySink,
         result: TurnResult,
         policy: PlacePolicy,
+        hold: BudgetHold | None = None,
     ) -> None:
         """The turn's story: load what is known, recall, take in the files, record the request,
         then model rounds (with tool rounds between them) until an answer is recorded."""
@@ -308,13 +337,20 @@ class TurnRunner:
         turn = await self.load(msg, toolbox, sink, result, policy)
         if turn is None:  # answered before (a re-delivery): the stored reply is sent again
             return
+        turn.hold = hold
+        turn.builder = self.lean_builder if hold is not None and hold.lean else self.builder
         await self.prepare_tools(turn)
         await self.recall_memories(turn)
         await self.take_files(turn)
         ex = await self.record_request(turn)
         for round_no in range(1, self.max_rounds + 2):
             final_round = round_no > self.max_rounds
-            response = await self.model_round(turn, ex, round_no, final_round=final_round)
+            try:
+                response = await self.model_round(turn, ex, round_no, final_round=final_round)
+            except BudgetRefused as refused:  # recorded as the answer: the person was told
+                await self.finish(turn, ex, ModelResponse(content=refused.line), final_round=False)
+                result.outcome = "budget"
+                break
             if response.tool_calls and not final_round:
                 await self.tool_round(turn, ex, response)
                 continue
@@ -380,7 +416,7 @@ class TurnRunner:
         recall = None
         if turn.prior is not None:
             turn.recalled = Recalled(text=turn.prior.recalled)
-        elif self.recall is not None and turn.policy.memory:
+        elif self.recall is not None and turn.policy.memory and not self._lean(turn):
             recall = self.recall(msg, history, self.builder.recall_tokens)
         heard = self.heard(msg, history) if self.heard is not None else None
         if recall is not None and heard is not None:  # independent reads: at once
@@ -389,6 +425,10 @@ class TurnRunner:
             turn.recalled = await recall
         elif heard is not None:
             turn.said_before = await heard
+
+    @staticmethod
+    def _lean(turn: Turn) -> bool:
+        return turn.hold is not None and turn.hold.lean
 
     async def take_files(self, turn: Turn) -> None:
         """Step 4: the shared files, fitted into a share of this turn's room."""
@@ -471,9 +511,14 @@ class TurnRunner:
             offered = turn.toolbox.schemas()
             if len(offered) != len(turn.schemas):
                 turn.schemas, turn.tools_tokens = offered, self.builder.counter.tools(offered)
-        built = self.builder.build(
+        builder = turn.builder or self.builder
+        built = builder.build(
             ex.view, ex.current, tools_tokens=turn.tools_tokens, place_note=turn.place_note
         )
+        if round_no == 1 and turn.hold is not None:
+            refusal = await turn.hold.reserve(built.tokens, builder.reply_tokens)
+            if refusal is not None:
+                raise BudgetRefused(refusal)
         turn.result.request_tokens.append(built.tokens)
         turn.result.rounds = round_no
         while True:
@@ -483,13 +528,13 @@ class TurnRunner:
                     tools=turn.schemas or None,
                     tool_choice="none" if final_round and turn.schemas else None,
                     on_delta=turn.sink.delta,
-                    max_tokens=self.builder.reply_tokens,
+                    max_tokens=builder.reply_tokens,
                     model=turn.policy.model or None,
                 )
             except ModelError as err:
                 if err.kind != "bad_request" or round_no > 1 or not self._degrade(turn, ex):
                     raise
-                built = self.builder.build(
+                built = builder.build(
                     ex.view, ex.current, tools_tokens=turn.tools_tokens, place_note=turn.place_note
                 )
                 turn.result.request_tokens[-1] = built.tokens

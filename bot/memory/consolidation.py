@@ -46,6 +46,7 @@ from bot.memory.tombstones import buried
 from bot.model import ModelError
 from bot.stores.protocols import Store
 from bot.stores.records import PendingConsolidation, PendingMemory, SessionState, utcnow
+from bot.usage.bill import billed_to, team_bill
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +228,9 @@ class Consolidator:
                 # to whichever finished next.
                 mine = ConsolidationReport(run_tokens=report)
                 try:
-                    await self._session(SessionKey.parse(sid), heads[sid], mine, stop)
+                    key = SessionKey.parse(sid)
+                    with billed_to(team_bill(key.team_key.id)):  # the team's, nobody's turn
+                        await self._session(key, heads[sid], mine, stop)
                     mine.sessions += 1
                 except ModelError as err:
                     mine.failures += 1

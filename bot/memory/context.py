@@ -112,6 +112,14 @@ class ContextBuilder:
             found = self._placed[place_note] = (message, self.counter.message(message))
         return found
 
+    def lean(self) -> ContextBuilder:
+        """The builder of a lean turn (a budget at 80 %): half the room, nothing recalled;
+        the reply allowance is kept so answers are not cut."""
+        budget = max(self.budget // 2, self.reply_tokens * 2)
+        return ContextBuilder(
+            self.counter, budget=budget, reply_tokens=self.reply_tokens, recall_tokens=0
+        )
+
     @property
     def prompt_budget(self) -> int:
         """Tokens the request (messages + tools) may use; the rest is the reply allowance."""

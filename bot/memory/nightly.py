@@ -44,7 +44,7 @@ def build_consolidator(app: BotApp) -> Consolidator:
     return Consolidator(
         app.store,
         app.reconciler,
-        JsonAsker(MeteredModel(app.summary_model, "extract"), max_tokens=2000),
+        JsonAsker(MeteredModel(app.summary_model, "extract", app.meter), max_tokens=2000),
         holder=new_holder(),
         lock_session=app.lock_session,
         memories=app.memory_sink,

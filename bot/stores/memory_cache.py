@@ -59,15 +59,18 @@ class MemoryCache:
     async def delete(self, key: str) -> None:
         self._values.pop(key, None)
 
-    async def incr(self, keys: Sequence[str], *, ttl: float) -> list[int]:
+    async def incr(
+        self, keys: Sequence[str], *, ttl: float, amounts: Sequence[int] | None = None
+    ) -> list[int]:
         counts: list[int] = []
-        for key in keys:
+        for i, key in enumerate(keys):
+            step = 1 if amounts is None else int(amounts[i])
             raw = self._live(self._values, key)
             if raw is None:
-                self._put(self._values, key, "1", ttl)
-                counts.append(1)
+                self._put(self._values, key, str(step), ttl)
+                counts.append(step)
                 continue
-            count = int(json.loads(raw)) + 1
+            count = int(json.loads(raw)) + step
             expires_at, _ = self._values[key]
             self._values[key] = (expires_at, str(count))  # the window's expiry does not move
             counts.append(count)

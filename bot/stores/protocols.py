@@ -298,9 +298,12 @@ class Cache(Protocol):
     async def set_nx(self, key: str, *, ttl: float) -> bool:
         """True if this call created the key (first delivery), False if it already existed."""
 
-    async def incr(self, keys: Sequence[str], *, ttl: float) -> list[int]:
-        """Add one to each counter (created at 0 with `ttl` when missing) in one round trip;
-        returns the new values in order. Rate limits count with it."""
+    async def incr(
+        self, keys: Sequence[str], *, ttl: float, amounts: Sequence[int] | None = None
+    ) -> list[int]:
+        """Add one (or `amounts[i]`, which may be negative) to each counter (created at 0 with
+        `ttl` when missing) in one round trip; returns the new values in order. Rate limits
+        and budgets count with it."""
 
     def lock(
         self, key: str, *, ttl: float, wait: float, keep_alive: bool = False

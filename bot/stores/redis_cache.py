@@ -96,16 +96,18 @@ class RedisCache:
         with _unavailable("set_nx"):
             return bool(await self.client.set(self._key(key), b"1", nx=True, px=px))
 
-    async def incr(self, keys: Sequence[str], *, ttl: float) -> list[int]:
+    async def incr(
+        self, keys: Sequence[str], *, ttl: float, amounts: Sequence[int] | None = None
+    ) -> list[int]:
         px = ttl_ms(ttl)
         with _unavailable("incr"):
             async with self.client.pipeline(transaction=False) as pipe:
-                for key in keys:
+                for i, key in enumerate(keys):
                     full = self._key(key)
                     # Created with its TTL only when missing, so a window never moves (works on
                     # any Redis version, unlike PEXPIRE NX).
                     pipe.set(full, 0, nx=True, px=px)
-                    pipe.incr(full)
+                    pipe.incrby(full, 1 if amounts is None else int(amounts[i]))
                 results = await pipe.execute()
         return [int(results[i]) for i in range(1, len(results), 2)]
 

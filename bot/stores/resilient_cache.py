@@ -103,11 +103,15 @@ class ResilientCache:
         # A key first seen during the outage lives only in the fallback: still a duplicate.
         return bool(created) and await self.fallback.get_json(key) is None
 
-    async def incr(self, keys: Sequence[str], *, ttl: float) -> list[int]:
-        ok, counts = await self._try_primary(lambda c: c.incr(keys, ttl=ttl))
+    async def incr(
+        self, keys: Sequence[str], *, ttl: float, amounts: Sequence[int] | None = None
+    ) -> list[int]:
+        ok, counts = await self._try_primary(lambda c: c.incr(keys, ttl=ttl, amounts=amounts))
         if ok and counts is not None:
             return counts
-        return await self.fallback.incr(keys, ttl=ttl)  # per-process counts during an outage
+        return await self.fallback.incr(
+            keys, ttl=ttl, amounts=amounts
+        )  # per-process counts during an outage
 
     @asynccontextmanager
     async def lock(

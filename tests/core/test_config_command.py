@@ -70,8 +70,10 @@ async def test_members_are_refused_and_bad_values_change_nothing(make_app: Any) 
     unclosed = await config(app, 'set instructions="never closed')
     assert not unclosed.ok and "unclosed quote" in unclosed.text
     assert not (await config(app, "frobnicate")).ok
-    later = await config(app, "set budget=$5/day")  # issue 24's key: not offered yet
+    later = await config(app, "set approve=none")  # issue 22's key: not offered yet
     assert not later.ok and "unknown setting" in later.text
+    budget = await config(app, "set budget=$5/year")
+    assert not budget.ok and "day, week or month" in budget.text
 
 
 async def test_history_lists_changes_here_and_forget_takes_the_author_out(

@@ -132,6 +132,17 @@ async def test_ping(cache: Cache) -> None:
     assert await cache.ping()
 
 
+async def test_incr_adds_amounts_per_key_negative_too(cache: Cache) -> None:
+    """Budgets reserve and settle with amounts (a settle may give part of a reservation back)."""
+    assert await cache.incr(["spent:a", "spent:b"], ttl=60.0, amounts=[500, 7]) == [500, 7]
+    results = await asyncio.gather(
+        *(cache.incr(["spent:a"], ttl=60.0, amounts=[100]) for _ in range(10))
+    )
+    assert sorted(r[0] for r in results) == list(range(600, 1600, 100))
+    assert await cache.incr(["spent:a", "spent:b"], ttl=60.0, amounts=[-250, 0]) == [1250, 7]
+    assert await cache.incr(["spent:new"], ttl=60.0, amounts=[-3]) == [-3]
+
+
 async def test_incr_counts_per_key_in_a_fixed_window(cache: Cache) -> None:
     assert await cache.incr(["rate:a", "rate:b"], ttl=1.0) == [1, 1]
     assert await cache.incr(["rate:a"], ttl=1.0) == [2]
