@@ -51,6 +51,7 @@ from bot.tokens import TokenCounter
 from bot.toolbox import ToolboxFactory
 from bot.turn import STORE_DOWN_REPLY, Model, TurnResult, TurnRunner
 from bot.usage.bill import Bill, billed_to, team_bill
+from bot.usage.command import UsageCommands
 from bot.usage.gate import BudgetGate
 from bot.usage.meter import UsageMeter
 from bot.usage.prices import Prices
@@ -200,6 +201,9 @@ class BotApp(ServesInbox):
             self.commands.eraser.tiers.append(SettingsAuthors(self.place_settings.store))
         if self.usage is not None:
             self.commands.eraser.tiers.append(UsagePeople(self.usage))
+        self.commands.usage = UsageCommands(
+            self.usage, self.meter.pending, is_admin=self.commands.is_admin
+        )
         self.changes.heard = heard
         if heard is not None:
             heard.apply_change = self._apply_heard_change

@@ -43,6 +43,7 @@ HELP = {
     "memory": "long-term memory tools (audit)",
     "memory audit": "scan every store the bot writes for a phrase and a person's records",
     "orders-demo": "serve the reference order service over a JSON file",
+    "usage": "tokens, cost and feedback per team, place, person, model and kind",
 }
 NOT_BUILT: dict[str, str] = {}
 
@@ -81,6 +82,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     aud.add_argument("--user", required=True, help="PLATFORM:TEAM:USER, e.g. slack:T123:U456")
     aud.add_argument("--text", required=True, help="the phrase to look for")
+    use = sub.add_parser("usage", help=HELP["usage"], description=HELP["usage"])
+    use.add_argument("--team", default=None, help="PLATFORM:TEAM, e.g. slack:T123")
+    use.add_argument("--since", default=None, help="YYYY-MM-DD (default: last month's first day)")
+    use.add_argument("--csv", action="store_true", help="one row per day, team, place, person…")
     demo = sub.add_parser("orders-demo", help=HELP["orders-demo"], description=HELP["orders-demo"])
     demo.add_argument("--data", required=True, help="JSON file of orders keyed by order id")
     demo.add_argument("--port", type=_port, default=8081)
@@ -121,6 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_chat(settings, args))
         if args.command == "doctor":
             return asyncio.run(_doctor(settings))
+        if args.command == "usage":
+            from bot.usage.cli import run_usage
+
+            return asyncio.run(run_usage(settings, team=args.team, since=args.since, csv=args.csv))
         if args.command == "memory":
             from bot.memory.audit_cli import run_audit
 

@@ -43,6 +43,7 @@ class Subcommand:
     compose: Callable[[Values], str]
     args: tuple[Arg, ...] = ()
     admin: bool = False  # changes something only admins may change
+    answers_admins: bool = False  # anyone may run it; admins are answered more
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class Command:
         words = text.split(maxsplit=1)
         first = words[0].casefold() if words else self.subcommands[0].name
         sub = self.sub(first)
-        return sub is not None and sub.admin
+        return sub is not None and (sub.admin or sub.answers_admins)
 
     @property
     def help(self) -> str:
@@ -186,7 +187,22 @@ CONFIG = Command(
     ),
 )
 
-COMMANDS: tuple[Command, ...] = (MEMORY, TOOLS, CONFIG)
+USAGE = Command(
+    name="usage",
+    description="Your tokens and cost; admins also see the team's",
+    usage_hint="[show]",
+    subcommands=(
+        Subcommand(
+            "show",
+            "Shows your usage today, this week and this month (admins: the team's too)",
+            "show",
+            _word("show"),
+            answers_admins=True,
+        ),
+    ),
+)
+
+COMMANDS: tuple[Command, ...] = (MEMORY, TOOLS, CONFIG, USAGE)
 BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}
 
 

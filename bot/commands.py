@@ -31,6 +31,7 @@ from bot.secrets import SecretBox
 from bot.stores.ids import canonical_fact_id
 from bot.stores.protocols import Store
 from bot.stores.records import ToolInstall
+from bot.usage.command import UsageCommands
 from tools.packs import PackConfigError, parse_settings
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,7 @@ class CommandHandler:
         self.lock_session = lock_session  # the turns' per-session lock (see forget_all)
         self.eraser = Eraser(store, lock_session=lock_session, on_erased=on_erased)
         self.config: ConfigCommands | None = None  # `/config`, where settings can be kept
+        self.usage: UsageCommands | None = None  # `/usage`
 
     async def handle(self, req: CommandRequest) -> CommandReply:
         refusal = too_long(req.text)
@@ -160,6 +162,8 @@ class CommandHandler:
                 return await self._tools(req, req.text.strip())
             if req.command.lstrip("/") == "config" and self.config is not None:
                 return await self.config.handle(req)
+            if req.command.lstrip("/") == "usage" and self.usage is not None:
+                return await self.usage.handle(req)
             if req.command.lstrip("/") == "help":
                 return CommandReply(help_text())
         except Exception:

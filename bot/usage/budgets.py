@@ -56,7 +56,9 @@ def parse_budget(text: str) -> Budget:
 
 def format_amount(amount: int, unit: Unit) -> str:
     if unit == "usd":
-        return f"${amount / MICROS:,.2f}"
+        if amount % 10_000 == 0:  # whole cents
+            return f"${amount / MICROS:,.2f}"
+        return "$" + f"{amount / MICROS:,.6f}".rstrip("0")
     return f"{amount:,} tokens"
 
 

@@ -112,6 +112,10 @@ class UsageMeter:
         if len(self._pending) >= MAX_PENDING_ROWS // 2:
             self._wake.set()
 
+    def pending(self) -> list[UsageRow]:
+        """Rows not flushed yet (reports add them, so a request just made is counted)."""
+        return list(self._pending.values())
+
     def start(self) -> None:
         """The flushing task (started by the first request, or by the app)."""
         if self._task is None and self.store is not None and not self._closed:

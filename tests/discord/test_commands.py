@@ -44,7 +44,7 @@ async def test_commands_are_synced_to_the_configured_guilds(
     await start_discord(EchoCore(), command_guilds=(int(guild),))
     assert None not in fake_discord.commands  # nothing global
     names = {c["name"]: c for c in fake_discord.commands[guild]}
-    assert set(names) == {"memory", "tools", "config"}
+    assert set(names) == {"memory", "tools", "config", "usage"}
     config = {o["name"]: o for o in names["config"]["options"]}
     assert set(config) == {"show", "set", "unset", "history"}
     key = next(o for o in config["set"]["options"] if o["name"] == "key")

@@ -79,7 +79,7 @@ class Reply:
     content: str = ""
     calls: tuple[tuple[str, str], ...] = ()
     finish_reason: str | None = None  # default: "tool_calls" when there are calls, else "stop"
-    usage: dict[str, int] | None = None  # default: estimated (characters // 4)
+    usage: dict[str, Any] | None = None  # default: estimated (characters // 4)
     stall: float = 0.0  # when streaming: seconds of silence after the first chunk
     stall_after: int = 0  # ... or after this many more chunks (1: once the first text is out)
 
@@ -121,7 +121,7 @@ Brain = Callable[[dict[str, Any]], "Step | Awaitable[Step]"]
 def text(
     content: str,
     *,
-    usage: dict[str, int] | None = None,
+    usage: dict[str, Any] | None = None,
     finish_reason: str = "stop",
     stall: float = 0.0,
     stall_after: int = 0,
@@ -141,7 +141,7 @@ def tool_calls(
     calls: Sequence[tuple[str, str | dict[str, Any]]],
     *,
     content: str = "",
-    usage: dict[str, int] | None = None,
+    usage: dict[str, Any] | None = None,
 ) -> Reply:
     """A reply calling function tools: [(name, arguments)]. Strings are sent verbatim, so
     malformed argument JSON is just `tool_calls([("remember", '{"fact": ')])`."""
@@ -376,6 +376,7 @@ class FakeOpenAI:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._counter = 0
+        self.usage_sent: list[tuple[str, dict[str, Any]]] = []  # each usage object sent
 
     # -- script ---------------------------------------------------------------------------
 
@@ -391,6 +392,7 @@ class FakeOpenAI:
         self.request_headers.clear()
         self.rejections.clear()
         self.script.clear()
+        self.usage_sent.clear()
 
     @property
     def base_url(self) -> str:
@@ -642,7 +644,13 @@ class FakeOpenAI:
         self._counter += 1
         return f"chatcmpl-fake-{self._counter}"
 
-    def _usage(self, body: dict[str, Any], step: Reply) -> dict[str, int]:
+    def _usage(self, body: dict[str, Any], step: Reply) -> dict[str, Any]:
+        """The usage sent with a reply, logged in `usage_sent` (model, usage) as sent."""
+        usage = self._make_usage(body, step)
+        self.usage_sent.append((str(body.get("model", "")), usage))
+        return usage
+
+    def _make_usage(self, body: dict[str, Any], step: Reply) -> dict[str, Any]:
         if step.usage is not None:
             return dict(step.usage)
         prompt = estimate_tokens(body.get("messages") or []) + (
