@@ -39,17 +39,16 @@ from bot.model import ModelClient, ModelError
 from bot.place_settings_cache import CachedPlaceSettings
 from bot.policy import DEFAULT_POLICY, NoPlaceSettings, PlacePolicy, PolicyResolver
 from bot.ratelimit import DROP, Rate, TurnLimiter
-from bot.stores.factory import open_cache, open_inbox, open_store, open_write_marks
+from bot.stores.factory import open_cache, open_durable_kv, open_inbox, open_store
 from bot.stores.heard import open_heard_store
 from bot.stores.inbox import Inbox
 from bot.stores.inbox_sqlite import SqliteInbox
 from bot.stores.place_settings import SettingsAuthors, place_settings_of
-from bot.stores.protocols import Cache, LockTimeout, Store, StoreUnavailable
+from bot.stores.protocols import Cache, JsonKV, LockTimeout, Store, StoreUnavailable
 from bot.text import clean_message, clean_request
 from bot.tokens import TokenCounter
 from bot.toolbox import ToolboxFactory
 from bot.turn import STORE_DOWN_REPLY, Model, TurnResult, TurnRunner
-from tools.idempotency import IdempotencyCache
 from tools.keylocks import KeyLocks
 
 if TYPE_CHECKING:
@@ -86,7 +85,7 @@ class BotApp(ServesInbox):
         summary_model: Model | None = None,
         episodic: EpisodicMemory | None = None,
         inbox: Inbox | None = None,
-        write_marks: IdempotencyCache | None = None,
+        write_marks: JsonKV | None = None,
         heard: Hearing | None = None,
     ) -> None:
         self.settings = settings
@@ -484,7 +483,7 @@ async def build_app(
             data_dir=settings.bot_data_dir,
             claim_after=settings.bot_inbox_claim_seconds,
         )
-        write_marks = await open_write_marks(inbox)
+        write_marks = await open_durable_kv(inbox)  # the tools' idempotency marks, when durable
     except Exception as exc:
         await cache.close()
         await store.close()
@@ -550,7 +549,7 @@ async def build_app(
     )
     if memory.embedder is not None:
         # The same embedder ranks tools when a team has more than fit well in one request.
-        app.toolboxes.selector.embedder = memory.embedder
+        app.toolboxes.selector.embed = memory.embedder.embed
     from bot.memory.index_tiers import IndexMemories
 
     # One index: consolidated memories are embedded by the episodic indexer, and
