@@ -135,7 +135,9 @@ async def bench_selection(offer: int) -> dict[str, Any]:
     except Exception as exc:
         out["embedder_unavailable"] = str(exc) or type(exc).__name__
     for label, embedder in embedders:
-        selector = ToolSelector(SelectionConfig(offer=offer), embedder=embedder)
+        selector = ToolSelector(
+            SelectionConfig(offer=offer), embed=embedder.embed if embedder is not None else None
+        )
         hits, tokens, misses, took = 0, [], [], []
         for text, needed, earlier in REQUESTS:
             started = time.perf_counter()

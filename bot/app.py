@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -39,12 +39,12 @@ from bot.model import ModelClient, ModelError
 from bot.place_settings_cache import CachedPlaceSettings
 from bot.policy import DEFAULT_POLICY, NoPlaceSettings, PlacePolicy, PolicyResolver
 from bot.ratelimit import DROP, Rate, TurnLimiter
-from bot.stores.factory import open_cache, open_inbox, open_store, open_write_marks
+from bot.stores.factory import open_cache, open_durable_kv, open_inbox, open_store
 from bot.stores.heard import open_heard_store
 from bot.stores.inbox import Inbox
 from bot.stores.inbox_sqlite import SqliteInbox
 from bot.stores.place_settings import SettingsAuthors, place_settings_of
-from bot.stores.protocols import Cache, LockTimeout, Store, StoreUnavailable
+from bot.stores.protocols import Cache, JsonKV, LockTimeout, Store, StoreUnavailable
 from bot.stores.usage import UsagePeople, usage_of
 from bot.text import clean_message, clean_request
 from bot.tokens import TokenCounter
@@ -55,7 +55,6 @@ from bot.usage.command import UsageCommands
 from bot.usage.gate import BudgetGate
 from bot.usage.meter import UsageMeter
 from bot.usage.prices import Prices
-from tools.idempotency import IdempotencyCache
 from tools.keylocks import KeyLocks
 
 if TYPE_CHECKING:
@@ -92,7 +91,7 @@ class BotApp(ServesInbox):
         summary_model: Model | None = None,
         episodic: EpisodicMemory | None = None,
         inbox: Inbox | None = None,
-        write_marks: IdempotencyCache | None = None,
+        write_marks: JsonKV | None = None,
         heard: Hearing | None = None,
     ) -> None:
         self.settings = settings
@@ -496,114 +495,108 @@ async def build_app(
     settings: Settings, *, cache: Cache | None = None, episodic: bool = True
 ) -> BotApp:
     """Open the stores and the model client from settings (every command and test builds the
-    app here). `cache`: an already-open cache to use instead of the one the settings name.
-    `episodic=False` leaves long-term episodic memory out (tests of other parts)."""
+    app here). `cache`: an already-open cache to use instead of the one the settings name (the
+    app closes it, as it closes everything it was given). `episodic=False` leaves long-term
+    episodic memory out (tests of other parts).
+
+    Whatever was opened before a step that fails is closed again, in reverse order (one exit
+    stack), so a failed start leaks no connection, thread or file handle."""
     api_key = settings.require_openai_key()
     try:
         tracing.configure(settings.bot_tracing)
     except tracing.TracingUnavailable as exc:
         raise StartupError(str(exc)) from None
-    try:
-        store = await open_store(
-            mongodb_uri=settings.mongodb_uri,
-            mongodb_db=settings.mongodb_db,
-            data_dir=settings.bot_data_dir,
+    async with contextlib.AsyncExitStack() as opened:
+        with _startup_step("the store"):
+            store = await open_store(
+                mongodb_uri=settings.mongodb_uri,
+                mongodb_db=settings.mongodb_db,
+                data_dir=settings.bot_data_dir,
+            )
+        opened.push_async_callback(store.close)
+        with _startup_step("the cache"):
+            if cache is None:
+                cache = open_cache(redis_url=settings.redis_url, prefix=settings.bot_redis_prefix)
+        opened.push_async_callback(cache.close)
+        with _startup_step("the inbox"):
+            inbox = await open_inbox(
+                mode=settings.bot_inbox,
+                redis_url=settings.redis_url,
+                prefix=settings.bot_redis_prefix,
+                data_dir=settings.bot_data_dir,
+                claim_after=settings.bot_inbox_claim_seconds,
+            )
+            if inbox is not None:
+                opened.push_async_callback(inbox.close)
+            write_marks = await open_durable_kv(inbox)  # the tools' idempotency marks, if durable
+        with _startup_step("the record of heard messages"):
+            heard = Hearing(await open_heard_store(store, data_dir=settings.bot_data_dir))
+        opened.push_async_callback(heard.close)
+        model = ModelClient(
+            api_key=api_key,
+            base_url=settings.openai_base_url,
+            model=settings.bot_model,
+            timeout=settings.bot_model_timeout,
+            max_retries=settings.bot_model_retries,
         )
-    except Exception as exc:
-        raise StartupError(f"cannot open the store: {exc}") from None
-    try:
-        if cache is None:
-            cache = open_cache(redis_url=settings.redis_url, prefix=settings.bot_redis_prefix)
-    except Exception as exc:
-        await store.close()
-        raise StartupError(f"cannot open the cache: {exc}") from None
-    try:
-        inbox = await open_inbox(
-            mode=settings.bot_inbox,
-            redis_url=settings.redis_url,
-            prefix=settings.bot_redis_prefix,
-            data_dir=settings.bot_data_dir,
-            claim_after=settings.bot_inbox_claim_seconds,
-        )
-        write_marks = await open_write_marks(inbox)
-    except Exception as exc:
-        await cache.close()
-        await store.close()
-        raise StartupError(f"cannot open the inbox: {exc}") from None
-    try:
-        heard = Hearing(await open_heard_store(store, data_dir=settings.bot_data_dir))
-    except Exception as exc:
-        if inbox is not None:
-            await inbox.close()
-        await cache.close()
-        await store.close()
-        raise StartupError(f"cannot open the record of heard messages: {exc}") from None
-    model = ModelClient(
-        api_key=api_key,
-        base_url=settings.openai_base_url,
-        model=settings.bot_model,
-        timeout=settings.bot_model_timeout,
-        max_retries=settings.bot_model_retries,
-    )
-    if not episodic:
+        opened.push_async_callback(model.close)
+        memory: EpisodicMemory | None = None
+        if episodic:
+            with _startup_step("the long-term memory"):
+                memory = await open_episodic(
+                    store,
+                    data_dir=settings.bot_data_dir,
+                    counter=TokenCounter(settings.bot_model),
+                    embedding_model=settings.bot_embedding_model,
+                    api_key=api_key,
+                    base_url=settings.openai_base_url,
+                )
+            opened.push_async_callback(memory.close)
         app = BotApp(
             settings,
             store=store,
             cache=cache,
             model=model,
+            episodic=memory,
             inbox=inbox,
             write_marks=write_marks,
             heard=heard,
         )
-        try:
-            from bot.memory.index_tiers import attach_memory_index
+        opened.pop_all()  # from here `app.close()` closes all of the above, and its own parts
+        opened.push_async_callback(app.close)
+        from bot.memory.index_tiers import IndexMemories, attach_memory_index
 
-            await attach_memory_index(app, data_dir=settings.bot_data_dir)
-        except Exception as exc:
-            await app.close()
-            raise StartupError(f"cannot open the memory index: {exc}") from None
-        return app
-    try:
-        memory = await open_episodic(
-            store,
-            data_dir=settings.bot_data_dir,
-            counter=TokenCounter(settings.bot_model),
-            embedding_model=settings.bot_embedding_model,
-            api_key=api_key,
-            base_url=settings.openai_base_url,
-        )
-    except Exception as exc:
-        await heard.close()
-        if inbox is not None:
-            await inbox.close()
-        await cache.close()
-        await store.close()
-        raise StartupError(f"cannot open the long-term memory: {exc}") from None
-    app = BotApp(
-        settings,
-        store=store,
-        cache=cache,
-        model=model,
-        episodic=memory,
-        inbox=inbox,
-        write_marks=write_marks,
-        heard=heard,
-    )
-    if memory.embedder is not None:
-        # The same embedder ranks tools when a team has more than fit well in one request.
-        app.toolboxes.selector.embedder = memory.embedder
-    from bot.memory.index_tiers import IndexMemories
-
-    # One index: consolidated memories are embedded by the episodic indexer, and
-    # `/memory forget all` erases the person's entries through the same tier.
-    app.attach_memory_tier(
-        IndexMemories(
-            memory.index,
-            memory.indexer.add_entries,
-            memory.indexer.idle,
-            memory.indexer.enqueue,
-        ),
-        memory.index,
-    )
-    await memory.start()  # indexes what a crash left unindexed, in the background
+        if memory is None:
+            with _startup_step("the memory index"):
+                await attach_memory_index(app, data_dir=settings.bot_data_dir)
+        else:
+            if memory.embedder is not None:
+                # The same embedder ranks tools when a team has more than fit well in one
+                # request.
+                app.toolboxes.selector.embed = memory.embedder.embed
+            # One index: consolidated memories are embedded by the episodic indexer, and
+            # `/memory forget all` erases the person's entries through the same tier.
+            app.attach_memory_tier(
+                IndexMemories(
+                    memory.index,
+                    memory.indexer.add_entries,
+                    memory.indexer.idle,
+                    memory.indexer.enqueue,
+                ),
+                memory.index,
+            )
+            with _startup_step("the long-term memory"):
+                await memory.start()  # indexes what a crash left unindexed, in the background
+        opened.pop_all()
     return app
+
+
+@contextlib.contextmanager
+def _startup_step(what: str) -> Iterator[None]:
+    """A failure while opening `what` is one line for the operator (a StartupError)."""
+    try:
+        yield
+    except StartupError:
+        raise
+    except Exception as exc:
+        raise StartupError(f"cannot open {what}: {exc}") from None

@@ -29,7 +29,7 @@ from bot.memory.speaker_facts import (
 )
 from bot.secrets import SecretBox
 from bot.stores.ids import canonical_fact_id
-from bot.stores.protocols import Store
+from bot.stores.protocols import CommandStore
 from bot.stores.records import ToolInstall
 from bot.usage.command import UsageCommands
 from tools.packs import PackConfigError, parse_settings
@@ -125,7 +125,7 @@ class PackCatalog:
 class CommandHandler:
     def __init__(
         self,
-        store: Store,
+        store: CommandStore,
         catalog: PackCatalog,
         *,
         admins: frozenset[str],

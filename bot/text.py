@@ -32,10 +32,6 @@ def clean_text(text: str) -> str:
     return text
 
 
-def clean_optional(text: str | None) -> str | None:
-    return None if text is None else clean_text(text)
-
-
 def clean_message(message: IncomingMessage) -> IncomingMessage:
     """The message with every string field cleaned (ids too: they become store keys)."""
     fields = ("platform", "team", "channel", "user", "text")

@@ -23,13 +23,12 @@ from bot.memory.remember import remember
 from bot.metrics import TOOL_BREAKER_OPENS, TOOL_BREAKER_STATE
 from bot.policy import DEFAULT_POLICY, PlacePolicy
 from bot.secrets import SecretBox, SecretsUnavailable, open_value
-from bot.stores.protocols import Cache, ToolboxStore
+from bot.stores.protocols import Cache, JsonKV, ToolboxStore
 from bot.stores.records import ToolCallLog, ToolInstall
 from bot.tool_audit import ALL_TEAMS, ToolAudit
 from tools.breaker import BreakerBoard, BreakerState
 from tools.declare import Tool
 from tools.executor import ExecutorConfig, ToolExecutor
-from tools.idempotency import IdempotencyCache
 from tools.mcp.connection import McpPool
 from tools.netguard import BlockedHost, event_hooks
 from tools.packs import PACKS, PackConfigError, PackEnv, PackUnavailable
@@ -111,7 +110,7 @@ class ToolboxFactory:
         cache: Cache,
         config: ExecutorConfig | None = None,
         reconciler: Reconciler,
-        write_marks: IdempotencyCache | None = None,
+        write_marks: JsonKV | None = None,
     ) -> None:
         self.store = store
         self.box = SecretBox.from_settings(settings)  # None: secrets are stored in plain text
@@ -148,7 +147,7 @@ class ToolboxFactory:
         self.base = ToolRegistry([remember.bind(reconciler=self.reconciler)])
         self.build_timeout = BUILD_TIMEOUT
         # Many tools: offer the relevant ones per turn. The embedder (episodic memory's, when
-        # the app has one) is optional; set `selector.embedder` to use it.
+        # the app has one) is optional; set `selector.embed` to use it.
         self.selector = ToolSelector()
         self.count_tokens: Callable[[list[dict[str, Any]]], int] | None = None
         self.budget = settings.bot_context_tokens

@@ -4,8 +4,9 @@ ones this conversation needs.
 Selection starts when a team has more than `max_tools` tools, or when their schemas would take
 more than `token_share` of the context budget. Each tool is ranked against the current message
 (and, with less weight, the last few of the conversation) by BM25 over its name, description and
-parameter names/descriptions, English words stemmed; with an embedder configured (anything with
-an async `embed(texts) -> rows of vectors`, the episodic-memory embedder for one), a dense cosine
+parameter names/descriptions, English words stemmed; with an `embed` function configured (an
+async `embed(texts) -> rows of vectors`: the episodic-memory embedder's, `bot.embeddings.base`,
+for one; a plain callable so the engine declares no second embedder protocol), a dense cosine
 ranking is fused in by reciprocal rank. The best `offer` tools are offered, plus, always: the
 built-ins (`remember`), tools called earlier in the session, and any installed tool the model
 asked for although it was not offered (it is then offered from the next round on).
@@ -21,9 +22,9 @@ import logging
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import Stemmer
 
@@ -40,9 +41,7 @@ _STOP = frozenset(
 _log = logging.getLogger(__name__)
 
 
-class Embedder(Protocol):
-    async def embed(self, texts: Sequence[str]) -> Any:
-        """One vector (a sequence of floats) per text."""
+Embed = Callable[[Sequence[str]], Awaitable[Any]]  # one vector (a sequence of floats) per text
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +87,9 @@ class _Doc:
 class ToolSelector:
     """Ranks tools for a turn. One per bot: tool documents (and vectors) are cached by content."""
 
-    def __init__(self, config: SelectionConfig | None = None, embedder: Embedder | None = None):
+    def __init__(self, config: SelectionConfig | None = None, embed: Embed | None = None):
         self.config = config or SelectionConfig()
-        self.embedder = embedder
+        self.embed = embed
         self._docs: dict[str, _Doc] = {}  # by digest of the tool's schema
         self._vectors: dict[str, list[float]] = {}
 
@@ -146,7 +145,7 @@ class ToolSelector:
         self, schemas: Sequence[dict[str, Any]], query: str, context: Sequence[str] = ()
     ) -> dict[str, float]:
         """Cosine similarity per tool name (empty without an embedder)."""
-        if self.embedder is None:
+        if self.embed is None:
             return {}
         try:
             return await self._dense(schemas, query, context)
@@ -159,15 +158,15 @@ class ToolSelector:
     async def _dense(
         self, schemas: Sequence[dict[str, Any]], query: str, context: Sequence[str]
     ) -> dict[str, float]:
-        assert self.embedder is not None
+        assert self.embed is not None
         keyed = [self._doc(s) for s in schemas]
         missing = [(k, d) for k, d in keyed if k not in self._vectors]
         if missing:
-            rows = await self.embedder.embed([d.text for _k, d in missing])
+            rows = await self.embed([d.text for _k, d in missing])
             for (k, _d), row in zip(missing, rows, strict=True):
                 self._vectors[k] = _unit([float(x) for x in row])
         ask = " ".join([*context[-2:], query]) if context else query
-        [q] = await self.embedder.embed([ask])
+        [q] = await self.embed([ask])
         qv = _unit([float(x) for x in q])
         return {
             d.name: sum(a * b for a, b in zip(qv, self._vectors[k], strict=False)) for k, d in keyed

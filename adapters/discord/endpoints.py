@@ -26,11 +26,3 @@ def point_discord_at(*, api_url: str, gateway_url: str | None) -> None:
     Route.BASE = api_url.rstrip("/")
     if gateway_url:
         DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway_url)
-
-
-def current_api_url() -> str:
-    return Route.BASE
-
-
-def current_gateway_url() -> str:
-    return str(DiscordWebSocket.DEFAULT_GATEWAY)

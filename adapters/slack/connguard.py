@@ -108,10 +108,6 @@ class ConnectionGuard:
     def unregister(self, transport: asyncio.BaseTransport) -> None:
         self._by_transport.pop(id(transport), None)
 
-    @property
-    def open_connections(self) -> int:
-        return len(self._by_transport)
-
     def protocol_factory(self, server: Callable[[], asyncio.Protocol]) -> Callable[[], Any]:
         return lambda: _GuardedProtocol(server(), self)
 

@@ -136,7 +136,6 @@ class ThreadTracker:
                 reason="thread_lookup_incomplete",
             )
         return False
-        return False
 
 
 async def find_earlier_reply(

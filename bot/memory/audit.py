@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.keys import PersonKey
-from bot.stores.protocols import Cache, Store
+from bot.stores.protocols import Cache
 from bot.textfold import contains, fold
 
 MAX_PHRASE = 500
@@ -486,7 +486,7 @@ async def audit(
     *,
     phrase: str,
     person: PersonKey | None = None,
-    store: Store | None = None,
+    store: object | None = None,  # read for its files or database, never through its methods
     cache: Cache | None = None,
     data_dir: Path | None = None,
     redis_client: Any = None,

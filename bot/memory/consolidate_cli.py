@@ -5,15 +5,12 @@ A run already in progress elsewhere is reported (who holds the lease) and is not
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from bot.config import Settings
 from bot.memory.consolidation import ConsolidationReport
-from bot.memory.nightly import build_consolidator, next_run
+from bot.memory.nightly import ConsolidationHost, build_consolidator, next_run
 from bot.memory.reconcile import OUTCOMES
-
-if TYPE_CHECKING:
-    from bot.app import BotApp
 
 
 def print_schedule(settings: Settings, out: TextIO = sys.stdout) -> int:
@@ -83,7 +80,7 @@ class BarProgress:
             self.bar.close()
 
 
-async def run_now(app: BotApp, out: TextIO = sys.stdout) -> int:
+async def run_now(app: ConsolidationHost, out: TextIO = sys.stdout) -> int:
     progress: LineProgress | BarProgress = BarProgress(out) if out.isatty() else LineProgress(out)
     try:
         report = await build_consolidator(app).run(progress=progress)

@@ -44,7 +44,7 @@ from bot.memory.reconcile import OUTCOMES, Candidate, Reconciler
 from bot.memory.structured import JsonAsker
 from bot.memory.tombstones import buried
 from bot.model import ModelError
-from bot.stores.protocols import Store
+from bot.stores.protocols import ConsolidationStore
 from bot.stores.records import PendingConsolidation, PendingMemory, SessionState, utcnow
 from bot.usage.bill import billed_to, team_bill
 
@@ -127,7 +127,7 @@ class _Erased(Exception):
 class Consolidator:
     def __init__(
         self,
-        store: Store,
+        store: ConsolidationStore,
         reconciler: Reconciler,
         asker: JsonAsker,
         *,

@@ -75,7 +75,7 @@ from bot.memory.render import (
 )
 from bot.messages import MAX_REF_IDS, HeardMessage, MessageRef
 from bot.stores.memory_index import MemoryEntry, MemoryIndex
-from bot.stores.protocols import LockTimeout, StaleFact, Store, StoreUnavailable
+from bot.stores.protocols import ChangeStore, LockTimeout, StaleFact, StoreUnavailable
 from bot.stores.records import SessionState, StoredMessage
 from bot.text import clean_text
 
@@ -159,7 +159,7 @@ class PlatformChanges:
 
     def __init__(
         self,
-        store: Store,
+        store: ChangeStore,
         *,
         lock_session: LockSession | None = None,
         forget_hot: ForgetHot | None = None,

@@ -39,7 +39,7 @@ from bot.memory.render import PRIVATE_TOOLS, RECALLED, RECALLED_FROM, RECALLED_I
 from bot.memory.tombstones import tombstone_of
 from bot.stores import codec
 from bot.stores.ids import canonical_fact_id
-from bot.stores.protocols import Store
+from bot.stores.protocols import ErasureStore
 from bot.stores.records import ErasureReceipt, Fact, SessionState, StoredMessage
 from bot.textfold import CUT_MARK, contains, cut, fold, spans
 
@@ -95,7 +95,7 @@ LockSession = Callable[[SessionKey], AbstractAsyncContextManager[None]]
 class Eraser:
     def __init__(
         self,
-        store: Store,
+        store: ErasureStore,
         *,
         lock_session: LockSession | None = None,
         on_erased: Callable[[list[str]], Awaitable[None]] | None = None,

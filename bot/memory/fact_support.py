@@ -77,12 +77,6 @@ def _score(fact: str, cited: Iterable[str], names: Iterable[str]) -> tuple[int, 
     return hits, len(wanted)
 
 
-def support(fact: str, cited: Iterable[str], *, names: Iterable[str] = ()) -> float:
-    """The share of the fact's content words found in the cited texts (0.0 without any)."""
-    hits, total = _score(fact, cited, names)
-    return hits / total if total else 0.0
-
-
 def supported(fact: str, cited: Iterable[str], *, names: Iterable[str] = ()) -> bool:
     """At least `MIN_SHARE` of the fact's content words (rounded up) are in the cited texts;
     `names` (the person's display names) do not count as content words."""

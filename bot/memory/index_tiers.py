@@ -15,7 +15,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from bot.audience import Audience
 from bot.keys import PersonKey, SessionKey, TeamKey
@@ -23,9 +23,6 @@ from bot.memory.copies import WordCutter
 from bot.memory.episodic.excerpts import entry_place
 from bot.stores.memory_index import MemoryEntry, MemoryIndex, place_id
 from bot.stores.records import PendingConsolidation, utcnow
-
-if TYPE_CHECKING:
-    from bot.app import BotApp
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +116,16 @@ class IndexMemories:
         return changed + len(rewritten)
 
 
-async def attach_memory_index(app: BotApp, *, data_dir: Path) -> IndexMemories:
+class IndexHost(Protocol):
+    """What `attach_memory_index` takes from the app (`bot.app.BotApp`; not imported here)."""
+
+    @property
+    def store(self) -> object: ...  # only says which backend runs (`open_memory_index`)
+
+    def attach_memory_tier(self, tier: IndexMemories, index: MemoryIndex) -> None: ...
+
+
+async def attach_memory_index(app: IndexHost, *, data_dir: Path) -> IndexMemories:
     """Open the index next to the store and make it a tier of the app's consolidation and
     erasure; `app.close()` closes it."""
     from bot.stores.index_factory import open_memory_index

@@ -1,6 +1,7 @@
-"""Wiring the consolidation into a running bot: the Consolidator built from a BotApp's parts,
-and the APScheduler 3 cron job (BOT_CONSOLIDATE_CRON, UTC) that `bot slack` / `bot discord`
-start through `BotApp.start()`.
+"""Wiring the consolidation into a running bot: the Consolidator built from the parts of a
+`ConsolidationHost` (the app, which this package does not import: `bot.app` imports memory), and
+the APScheduler 3 cron job (BOT_CONSOLIDATE_CRON, UTC) that `bot slack` / `bot discord` start
+through `BotApp.start()`.
 
 APScheduler is used for what it is good at (cron parsing, next fire times, misfire handling,
 one instance at a time in this process); the cross-process "exactly one" is the store lease
@@ -12,21 +13,51 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 
-from bot.memory.consolidation import Consolidator
+from bot.config import Settings
+from bot.keys import SessionKey
+from bot.memory.consolidation import Consolidator, MemorySink
+from bot.memory.reconcile import Reconciler
 from bot.memory.structured import JsonAsker
 from bot.metered import MeteredModel
 from bot.stores.leases import new_holder
+from bot.stores.protocols import ConsolidationStore
 
 if TYPE_CHECKING:
-    from bot.app import BotApp
+    from bot.turn import Model
+    from bot.usage.meter import UsageMeter
 
 log = logging.getLogger(__name__)
+
+
+class ConsolidationHost(Protocol):
+    """What the consolidation takes from the running bot (`bot.app.BotApp` has it all)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def store(self) -> ConsolidationStore: ...
+
+    @property
+    def reconciler(self) -> Reconciler: ...
+
+    @property
+    def summary_model(self) -> Model: ...
+
+    @property
+    def memory_sink(self) -> MemorySink | None: ...
+
+    @property
+    def meter(self) -> UsageMeter | None: ...
+
+    def lock_session(self, session: SessionKey) -> AbstractAsyncContextManager[None]: ...
 
 
 def trigger(cron: str) -> CronTrigger:
@@ -39,7 +70,7 @@ def next_run(cron: str, now: datetime | None = None) -> datetime | None:
     return fire
 
 
-def build_consolidator(app: BotApp) -> Consolidator:
+def build_consolidator(app: ConsolidationHost) -> Consolidator:
     settings = app.settings
     return Consolidator(
         app.store,
@@ -58,7 +89,7 @@ class NightlySchedule:
     """The cron job in this process; `stop()` cancels a run in progress (its work resumes on
     the next run: see the Consolidator's checkpoints)."""
 
-    def __init__(self, app: BotApp) -> None:
+    def __init__(self, app: ConsolidationHost) -> None:
         self.app = app
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self._running: asyncio.Task[None] | None = None

@@ -8,11 +8,10 @@ from pymongo.errors import ConfigurationError
 
 from bot.stores.inbox import Inbox
 from bot.stores.memory_cache import MemoryCache
-from bot.stores.protocols import Cache, Store, StoreUnavailable
+from bot.stores.protocols import Cache, JsonKV, Store, StoreUnavailable
 from bot.stores.redis_cache import DEFAULT_PREFIX, RedisCache
 from bot.stores.resilient_cache import ResilientCache
 from bot.stores.sqlite import DB_FILENAME, SqliteStore
-from tools.idempotency import IdempotencyCache
 
 
 class StoreConfigError(ValueError):
@@ -88,10 +87,11 @@ async def open_inbox(
     return await SqliteInbox.open(SqliteWorker(path), claim_after=claim_after, owns_worker=True)
 
 
-async def open_write_marks(inbox: Inbox | None) -> IdempotencyCache | None:
-    """Where write tools' idempotency marks go when they must outlive the process: beside a
-    SQLite inbox (which re-runs a crashed turn after a restart). None: the cache is right (with
-    Redis it is shared and outlives any one process; with the inbox off nothing is re-run)."""
+async def open_durable_kv(inbox: Inbox | None) -> JsonKV | None:
+    """A key-value table that outlives the process, beside a SQLite inbox (which re-runs a
+    crashed turn after a restart): where the composition keeps write tools' idempotency marks.
+    None: the cache is right (with Redis it is shared and outlives any one process; with the
+    inbox off nothing is re-run)."""
     from bot.stores.inbox_sqlite import SqliteInbox
 
     if not isinstance(inbox, SqliteInbox):

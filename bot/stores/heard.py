@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Protocol
 
 from bot.messages import HeardMessage
-from bot.stores.protocols import Store
 
 MAX_TEXT = 2_000
 MAX_FILES = 10
@@ -142,9 +141,10 @@ def page_key(record: HeardMessage) -> str:
     return f"{record.channel}/{record.thread}/{record.message_id}"
 
 
-async def open_heard_store(store: Store, *, data_dir: Path) -> HeardStore:
+async def open_heard_store(store: object, *, data_dir: Path) -> HeardStore:
     """MongoDB when the store is MongoDB (same client and database), else `heard.db` of its own
-    (its own writer thread: a flush of heard messages never queues behind a turn's writes)."""
+    (its own writer thread: a flush of heard messages never queues behind a turn's writes).
+    `store` only says which backend runs (no method of it is called)."""
     from bot.stores.mongo import MongoStore  # keeps SQLite-only runs free of pymongo startup
 
     if isinstance(store, MongoStore):

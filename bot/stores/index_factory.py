@@ -7,10 +7,10 @@ from pathlib import Path
 
 from bot.stores.index_sqlite import INDEX_FILENAME, SqliteMemoryIndex
 from bot.stores.memory_index import MemoryIndex
-from bot.stores.protocols import Store
 
 
-async def open_memory_index(store: Store, *, data_dir: Path) -> MemoryIndex:
+async def open_memory_index(store: object, *, data_dir: Path) -> MemoryIndex:
+    """`store` only says which backend runs (no method of it is called)."""
     from bot.stores.mongo import MongoStore  # keeps SQLite-only runs free of pymongo startup
 
     if isinstance(store, MongoStore):

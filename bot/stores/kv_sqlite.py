@@ -3,8 +3,8 @@ there is no Redis, so they survive the process.
 
 Without Redis the durable inbox re-runs a turn cut short by a crash in the restarted process;
 the executor's "started" mark and recorded results (`tools.idempotency`) must outlive the first
-process for that re-run to replay a write instead of acting again. It satisfies the executor's
-`IdempotencyCache` protocol; expired rows are purged as others are written.
+process for that re-run to replay a write instead of acting again. It is a `JsonKV` (which the
+executor's `IdempotencyCache` protocol matches); expired rows are purged as others are written.
 """
 
 from __future__ import annotations

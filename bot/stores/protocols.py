@@ -254,12 +254,68 @@ class TombstoneStore(Protocol):
     async def delete_tombstones(self, person: PersonKey) -> int: ...
 
 
+class CompactStore(Protocol):
+    async def compact(self) -> None:
+        """Make erased data unrecoverable from files (SQLite: WAL checkpoint; no-op elsewhere)."""
+
+
+# What each consumer takes: only the methods it calls, so a consumer's needs are read from its
+# signature and a test double (or a third backend) implements only those. Only the composition
+# (`bot.app.build_app`, `bot.stores.factory`) holds the whole `Store`.
+
+
 class SessionStore(ConversationStore, SessionStateStore, Protocol):
     """What session memory (`bot.memory.session.SessionMemory`) needs: messages and state."""
 
 
 class ToolboxStore(ToolInstallStore, ToolCallLogStore, Protocol):
     """What a team's toolbox (`bot.toolbox.ToolboxFactory`) needs: installs and the call log."""
+
+
+class ConsolidationStore(
+    LeaseStore,
+    ConversationStore,
+    SessionStateStore,
+    TombstoneStore,
+    RetentionStore,
+    CompactStore,
+    Protocol,
+):
+    """What the nightly consolidation (`bot.memory.consolidation.Consolidator`) needs: its
+    lease, the sessions' new messages and checkpoints, tombstones (a forgotten fact is not made
+    again), retention."""
+
+
+class ChangeStore(
+    ConversationStore,
+    SessionStateStore,
+    FactStore,
+    MessageEditStore,
+    CompactStore,
+    Protocol,
+):
+    """What platform deletes and edits (`bot.memory.deletion.PlatformChanges`) need: find the
+    message, rewrite or delete it and its turn, close facts drawn only from it."""
+
+
+class ErasureStore(
+    ConversationStore,
+    SessionStateStore,
+    FactStore,
+    TombstoneStore,
+    ToolCallLogStore,
+    MessageEditStore,
+    ReceiptStore,
+    CompactStore,
+    Protocol,
+):
+    """What `/memory forget` (`bot.memory.erasure.Eraser`) needs: every tier that can hold a
+    person's words (no leases, retention or tool installs)."""
+
+
+class CommandStore(ErasureStore, ToolInstallStore, Protocol):
+    """What the slash commands (`bot.commands.CommandHandler`) need: `/memory` (through the
+    eraser) and `/tools`."""
 
 
 class Store(
@@ -273,6 +329,7 @@ class Store(
     ToolCallLogStore,
     MessageEditStore,
     TombstoneStore,
+    CompactStore,
     Protocol,
 ):
     """One durable backend implements all of the above. (Slack's installation documents are
@@ -282,18 +339,21 @@ class Store(
 
     async def close(self) -> None: ...
 
-    async def compact(self) -> None:
-        """Make erased data unrecoverable from files (SQLite: WAL checkpoint; no-op elsewhere)."""
 
-
-class Cache(Protocol):
-    """Hot state with TTLs, de-duplication and short locks. Losing it loses no durable data."""
+class JsonKV(Protocol):
+    """Small JSON values with a TTL: the primitive the cache and the durable key-value table
+    (`bot.stores.kv_sqlite`) share, so the composition can hand either to the tool engine's
+    idempotency marks without the stores importing the engine."""
 
     async def get_json(self, key: str) -> Any | None: ...
 
     async def set_json(self, key: str, value: Any, *, ttl: float) -> None: ...
 
     async def delete(self, key: str) -> None: ...
+
+
+class Cache(JsonKV, Protocol):
+    """Hot state with TTLs, de-duplication and short locks. Losing it loses no durable data."""
 
     async def set_nx(self, key: str, *, ttl: float) -> bool:
         """True if this call created the key (first delivery), False if it already existed."""

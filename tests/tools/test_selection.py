@@ -90,7 +90,7 @@ async def test_embedder_is_fused_in_and_cached() -> None:
     emb = WordVectors()
     lexical = await ToolSelector(SelectionConfig(offer=1)).choose(SCHEMAS, "where's my parcel")
     assert "get_order_status" not in lexical
-    sel = ToolSelector(SelectionConfig(offer=1), embedder=emb)
+    sel = ToolSelector(SelectionConfig(offer=1), embed=emb.embed)
     assert await sel.choose(SCHEMAS, "where's my parcel") == ["get_order_status"]
     await sel.choose(SCHEMAS, "where's my parcel")
     assert emb.calls == 3  # tool texts embedded once, then one call per query

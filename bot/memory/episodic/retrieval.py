@@ -152,9 +152,6 @@ class Retriever:
         self._scopes[scope.key] = cached
         return cached
 
-    def forget_cache(self) -> None:
-        self._scopes.clear()
-
 
 def relevant(lexical: LexicalMatch, cosines: dict[int, float], tuning: Tuning) -> bool:
     """Whether any entry matches the question on what carries information (module docstring)."""
@@ -173,7 +170,3 @@ def relevant(lexical: LexicalMatch, cosines: dict[int, float], tuning: Tuning) -
     return tuning.dense_margin <= 0 or best - float(np.median(list(cosines.values()))) >= (
         tuning.dense_margin
     )
-
-
-def as_vector(values: list[float]) -> Vectors:
-    return np.asarray(values, dtype=np.float32)

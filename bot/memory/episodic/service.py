@@ -37,7 +37,7 @@ from bot.memory.render import RECALLED_IDS
 from bot.messages import IncomingMessage
 from bot.stores.index_factory import open_memory_index
 from bot.stores.memory_index import MemoryEntry, MemoryIndex, MemoryScope, place_id
-from bot.stores.protocols import ConversationStore, Store, StoreUnavailable
+from bot.stores.protocols import ConversationStore, StoreUnavailable
 from bot.stores.records import StoredMessage
 from bot.tokens import TokenCounter
 from bot.turn import Recalled
@@ -175,7 +175,7 @@ class EpisodicMemory:
 
 
 async def open_episodic(
-    store: Store,
+    store: ConversationStore,
     *,
     data_dir: Path,
     counter: TokenCounter,
