@@ -23,7 +23,8 @@ from typing import TextIO
 
 from adapters.console_files import AttachRefused, local_attachment
 from bot.command_registry import BY_NAME, LocalCommand, help_text
-from bot.core import BotCore, CommandRequest
+from bot.core import BotCore, CommandRequest, NotifiesAdmins
+from bot.keys import PersonKey
 from bot.messages import Attachment, IncomingMessage
 
 PLATFORM = "console"
@@ -33,6 +34,17 @@ CONSOLE_COMMANDS = (
     LocalCommand("/help", "this list"),
     LocalCommand("/quit", "leave (or end of input)"),
 )
+
+
+@dataclass
+class ConsoleNotice:
+    """Admin notices (budget alerts): the person at the terminal runs the bot, so they see them."""
+
+    out: TextIO
+
+    async def tell(self, person: PersonKey, text: str) -> None:
+        self.out.write(f"[notice for {person.user}] {text}\n")
+        self.out.flush()
 
 
 @dataclass
@@ -98,6 +110,8 @@ async def run_console(
     if interactive and hasattr(sys.stdin, "reconfigure"):
         sys.stdin.reconfigure(errors="replace")
     pending: list[Attachment] = []
+    if isinstance(core, NotifiesAdmins):
+        core.set_admin_notice(ConsoleNotice(out))
     while True:
         line = await _read_line(interactive)
         if line is None:

@@ -21,11 +21,11 @@ from bot.bot_pairs import BotPairBudget
 from bot.commands import CommandHandler
 from bot.config import Settings
 from bot.config_command import ConfigCommands
-from bot.core import CommandReply, CommandRequest, MessageChange
+from bot.core import AdminNotice, CommandReply, CommandRequest, MessageChange
 from bot.files.intake import FileLimits, too_many_files_reply
 from bot.files.vision import Vision
 from bot.inbox import InboxWorker, ServesInbox
-from bot.keys import SessionKey, TeamKey
+from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.memory.context import ContextBuilder
 from bot.memory.deletion import PlatformChanges
 from bot.memory.episodic.service import RECALL_SHARE, EpisodicMemory, open_episodic
@@ -37,13 +37,24 @@ from bot.messages import HeardMessage, IncomingMessage, MessageRef, ReplySink, d
 from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient, ModelError
 from bot.place_settings_cache import CachedPlaceSettings
-from bot.policy import DEFAULT_POLICY, NoPlaceSettings, PlacePolicy, PolicyResolver
+from bot.policy import (
+    BUDGET_KEYS,
+    DEFAULT_POLICY,
+    NoPlaceSettings,
+    PlacePolicy,
+    PolicyResolver,
+)
 from bot.ratelimit import DROP, Rate, TurnLimiter
 from bot.stores.factory import open_cache, open_durable_kv, open_inbox, open_store
 from bot.stores.heard import open_heard_store
 from bot.stores.inbox import Inbox
 from bot.stores.inbox_sqlite import SqliteInbox
-from bot.stores.place_settings import SettingsAuthors, place_settings_of
+from bot.stores.place_settings import (
+    FORGOTTEN,
+    TEAM_WIDE,
+    SettingsAuthors,
+    place_settings_of,
+)
 from bot.stores.protocols import Cache, JsonKV, LockTimeout, Store, StoreUnavailable
 from bot.stores.usage import UsagePeople, usage_of
 from bot.text import clean_message, clean_request
@@ -66,6 +77,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 20_000
+MAX_ALERTED = 5  # admins told of one budget alert
+HISTORY_LOOKED_AT = 50  # settings changes read to find who set a budget
 BUSY_REPLY = "I'm still working on an earlier message here — please try again in a moment."
 EMPTY_MESSAGE_REPLY = "Did you mean to say something? I got an empty message."
 
@@ -129,6 +142,8 @@ class BotApp(ServesInbox):
             cache, self.usage, self.meter.prices, default_model=settings.bot_model
         )
         self.meter.on_background = self.budgets.background
+        self.budgets.alert = self._budget_alert
+        self.admin_notice: AdminNotice | None = None  # the adapter's way to tell an admin
         self.reconciler = Reconciler(
             store, JsonAsker(MeteredModel(self.summary_model, "memory", self.meter), max_tokens=400)
         )
@@ -403,6 +418,7 @@ class BotApp(ServesInbox):
             await self.nightly.stop()
         await self.worker.stop(grace=0.0)  # adapters stop it first, with their grace period
         await self.drain(within=30.0)
+        await self.budgets.close()  # alerts on their way are sent
         await self.meter.close()  # the last rows reach the store before it closes
         await self.toolboxes.close()
         await self.model.close()
@@ -479,6 +495,38 @@ class BotApp(ServesInbox):
             log.exception("summary_crashed", extra={"fields": {"session": session.id}})
             with contextlib.suppress(Exception):  # e.g. the store is down: nothing to record in
                 await self.memory.record_failure(session)
+
+    def set_admin_notice(self, notice: AdminNotice) -> None:
+        self.admin_notice = notice
+
+    async def _budget_alert(self, team: str, place: str, text: str) -> None:
+        """A budget crossed 80 % or 100 %: tell `BOT_ADMINS` and whoever set that budget (from
+        the settings history), at most `MAX_ALERTED` people, each once."""
+        platform, _, team_id = team.partition(":")
+        people: list[PersonKey] = [
+            PersonKey(platform, team_id, a) for a in sorted(self.settings.admin_ids)
+        ]
+        if self.place_settings is not None:
+            changes = await self.place_settings.store.history(
+                TeamKey(platform, team_id), place or TEAM_WIDE, limit=HISTORY_LOOKED_AT
+            )
+            for change in changes:
+                if change.key in BUDGET_KEYS and change.new and change.by != FORGOTTEN:
+                    with contextlib.suppress(ValueError):
+                        people.append(PersonKey.parse(change.by))
+        notice = self.admin_notice
+        seen: set[str] = set()
+        for person in people:
+            if person.id in seen or len(seen) >= MAX_ALERTED:
+                continue
+            seen.add(person.id)
+            if notice is None:
+                continue
+            try:
+                await notice.tell(person, text)
+            except Exception as exc:
+                log.warning("admin_notice_failed", extra={"fields": {"error": type(exc).__name__}})
+        log.info("budget_alert_sent", extra={"fields": {"team": team, "admins": len(seen)}})
 
     def _estimate_usage(self, messages: Sequence[dict[str, Any]], content: str) -> tuple[int, int]:
         """Token counts of a request whose server sent no usage (tiktoken, as for budgets)."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from bot.inbox import Handler, InboxItem
-from bot.keys import SessionKey, TeamKey
+from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.messages import HeardMessage, IncomingMessage, MessageRef, ReplySink
 from bot.policy import PlacePolicy
 
@@ -52,6 +52,21 @@ class MessageChange:
     facts: int = 0  # facts drawn only from a deleted message, closed
     heard: int = 0  # records of messages heard where the bot is, removed or rewritten
     failed: bool = False
+
+
+class AdminNotice(Protocol):
+    """How an adapter tells one admin something (a DM on Slack and Discord, a line in the
+    console): budget alerts. Raises on failure; the core logs it and goes on."""
+
+    async def tell(self, person: PersonKey, text: str) -> None: ...
+
+
+@runtime_checkable
+class NotifiesAdmins(Protocol):
+    """A core that sends admins notices (`bot.usage.gate` alerts) through the adapter's
+    `AdminNotice`, given at start-up."""
+
+    def set_admin_notice(self, notice: AdminNotice) -> None: ...
 
 
 @runtime_checkable

@@ -30,7 +30,8 @@ from adapters.discord.intents import (
     go_without_content,
 )
 from adapters.discord.interactions import GuardedTree
-from bot.core import BotCore
+from adapters.discord.notices import DiscordAdminNotice
+from bot.core import BotCore, NotifiesAdmins
 from bot.eventloop import running_loop_name
 
 _LOG = logging.getLogger(__name__)
@@ -67,6 +68,8 @@ class DiscordRuntime:
         guard_gateway(self.client)
         self.tree: app_commands.CommandTree[discord.Client] = GuardedTree(self.client, core)
         self.handlers = DiscordHandlers(core, config, self.tasks, self.client)
+        if isinstance(core, NotifiesAdmins):
+            core.set_admin_notice(DiscordAdminNotice(self.client))
         self.commands = DiscordCommands(core, config)
         self.commands.register(self.tree)
         self.command_sync = CommandSync(self.tree, self.client, config.command_guilds)

@@ -39,7 +39,7 @@ from adapters.slack.sink import Capabilities, EarlierReply, ReplyTarget, SlackRe
 from adapters.slack.threads import ThreadTracker, earlier_fetcher, find_earlier_reply
 from adapters.slack.users import UserDirectory
 from bot import metrics
-from bot.core import BotCore, heard_all
+from bot.core import BotCore, NotifiesAdmins, heard_all
 from bot.inbox import Delivery, InboxItem, RetryLater
 from bot.keys import SessionKey, TeamKey
 from bot.messages import IncomingMessage, MessageRef
@@ -118,6 +118,10 @@ class SlackHandlers:
         self.guard = LoopGuard()
         self.files = SlackFiles(config.base_url)
         self.commands = SlashCommands(core, config, tasks, self.users)
+        if isinstance(core, NotifiesAdmins):
+            from adapters.slack.notices import SlackAdminNotice
+
+            core.set_admin_notice(SlackAdminNotice(self.client_for))
         # Messages deleted in Slack, seen here: a turn still waiting for one is not run (the
         # deletion, queued after it in the same conversation, erases what it stored anyway).
         self.deleted: TTLCache[tuple[str, str, str], bool] = TTLCache(20_000, 3600.0)

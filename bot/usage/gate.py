@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from typing import Any
 
 from cachetools import LRUCache
 
@@ -209,11 +210,17 @@ class BudgetGate:
         for c, value in zip(counters, values, strict=True):
             if c.person:
                 continue
-            for share in ALERTS:
-                if value < share * c.limit:
-                    continue
-                if not await self.cache.set_nx(f"{c.key}:alert:{share}", ttl=40 * 86_400.0):
-                    continue
+            crossed = [share for share in ALERTS if value >= share * c.limit]
+            if not crossed:
+                continue
+            # Crossing both at once (one big turn) is one message, about the higher one.
+            fresh = [
+                share
+                for share in crossed
+                if await self.cache.set_nx(f"{c.key}:alert:{share}", ttl=40 * 86_400.0)
+            ]
+            share = max(crossed)
+            if share in fresh:
                 budget = c.scoped.budget
                 where = f"<#{c.place}>" if c.place else "the whole team"
                 text = (
@@ -230,13 +237,25 @@ class BudgetGate:
                     "budget_alert",
                     extra={"fields": {"team": c.team, "place": c.place, "share": share}},
                 )
-                if self.alert is not None:
-                    try:
-                        await self.alert(c.team, c.place, text)
-                    except Exception as exc:
-                        log.warning(
-                            "budget_alert_failed", extra={"fields": {"error": type(exc).__name__}}
-                        )
+                if self.alert is not None:  # off the turn's path: a DM may be slow
+                    self._spawn(self._tell(self.alert, c.team, c.place, text))
+
+    async def _tell(self, alert: Alert, team: str, place: str, text: str) -> None:
+        try:
+            await alert(team, place, text)
+        except Exception as exc:
+            log.warning("budget_alert_failed", extra={"fields": {"error": type(exc).__name__}})
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def close(self, within: float = 10.0) -> None:
+        """Let alerts and background counts in flight finish (at most `within` seconds)."""
+        pending = [t for t in self._background if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=within)
 
     def background(self, bill: Bill, tokens: int, micros: int) -> None:
         """Background work's usage on the team's counters (never refuses, never waits)."""
@@ -244,9 +263,7 @@ class BudgetGate:
         if not counters:
             return
         amounts = [tokens if c.scoped.budget.unit == "tokens" else micros for c in counters]
-        task = asyncio.get_running_loop().create_task(self._add_quietly(counters, amounts))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._spawn(self._add_quietly(counters, amounts))
 
     async def _add_quietly(self, counters: Sequence[BudgetCounter], amounts: list[int]) -> None:
         try:

@@ -113,3 +113,17 @@ def test_bad_input_and_a_missing_store_are_told_apart(tmp_path: Path) -> None:
     assert len(bad.stderr) < 1000
     since = bot_usage(tmp_path / "nowhere", "--since", "yesterday")
     assert since.returncode == 2 and "--since must be YYYY-MM-DD" in since.stderr
+
+
+def test_in_the_console_the_budget_refuses_and_its_setter_is_told(
+    fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    out = run_chat(
+        ["/config set budget=40/day", "a question that uses the whole budget", "and another"],
+        fake=fake,
+        data_dir=tmp_path / "d",
+    )
+    assert out.returncode == 0, out.stderr
+    assert len(fake.requests) == 1  # the second question made no model request
+    assert out.stdout.count("Budget alert:") == 1, out.stderr
+    assert "this channel's budget (40 tokens a day) is used up" in out.stdout

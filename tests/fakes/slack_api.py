@@ -749,8 +749,20 @@ class FakeSlack:
             return {"ok": False, "error": "no_text"}
         if len(text) > 40000:
             return {"ok": False, "error": "msg_too_long"}
+        channel = str(args["channel"])
+        if channel.startswith(("U", "W")):
+            # Slack: a user id as the channel posts to the app's DM with that user (it answers
+            # with the DM's own id); a thread there makes no sense.
+            if args.get("thread_ts"):
+                return {"ok": False, "error": "channel_not_found"}
+            args = {**args, "channel": self.dm_of(channel)}
         msg = self._new_message(args, who, text)
         return {"ok": True, "channel": msg.channel, "ts": msg.ts, "message": {"text": text}}
+
+    @staticmethod
+    def dm_of(user: str) -> str:
+        """The id of the app's DM with this user (stable, as Slack's is)."""
+        return "D" + user
 
     def api_chat_update(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
         msg = self.messages.get(str(args.get("ts")))

@@ -95,3 +95,24 @@ async def test_bots_mentions_answers_another_bot_within_the_budget(
         await slack_real.wait_done(ts, timeout=10)
     answered = [slack_real.replies("C5", thread_ts=ts) for ts in asked]
     assert answered == [[f"ok: ping {i}"] for i in range(5)] + [[], []]
+
+
+async def test_a_budget_alert_reaches_the_admin_who_set_it_by_dm(
+    slack_real: SlackHarness,
+) -> None:
+    """Crossing 100 % of a channel's budget: the admin who set it gets one DM; the member who
+    asked next is told the budget is used up, and no model request is made for them."""
+    assert "Set `budget`" in await configure(slack_real, "set budget=50/day", channel="C7")
+    first = await slack_real.mention("a question long enough to use the budget up", channel="C7")
+    await slack_real.wait_done(first, timeout=10)
+    dm = slack_real.fake.dm_of(ADMIN)
+    await slack_real.fake.wait_for(lambda: bool(slack_real.replies(dm)), timeout=10)
+    alerts = slack_real.replies(dm)
+    assert len(alerts) == 1 and "Budget alert: <#C7>" in alerts[0]
+    assert "refused until it resets at midnight UTC" in alerts[0]
+    second = await slack_real.mention("and another", channel="C7")
+    await slack_real.fake.wait_for(lambda: bool(slack_real.replies("C7", second)), timeout=10)
+    await slack_real.wait_handled(timeout=10)
+    (refusal,) = slack_real.replies("C7", thread_ts=second)
+    assert "this channel's budget (50 tokens a day) is used up" in refusal
+    assert slack_real.replies(dm) == alerts  # no second alert in the period
