@@ -24,9 +24,11 @@ from bot.app import BotApp
 from bot.keys import TeamKey
 from bot.settings_overview import ChannelOverride, SettingsOverview, TeamSetting
 from bot.stores.place_settings import TEAM_WIDE, SettingChange
+from bot.stores.protocols import StoreUnavailable
 from bot.stores.sqlite_worker import transaction
 from tests.fakes.slack_api import FakeSlack, Identity, check_view
 from tests.slack.conftest import StartHarness
+from tests.slack.echo_core import EchoCore
 from tests.slack.harness import SlackHarness
 from tests.slack.test_hostile import no_tracebacks
 
@@ -234,8 +236,6 @@ def test_values_and_ids_are_plain_text() -> None:
 async def test_a_refused_publish_is_one_log_line_and_the_next_open_works(
     start_harness: StartHarness, caplog: pytest.LogCaptureFixture, error: str
 ) -> None:
-    from tests.slack.echo_core import EchoCore
-
     slack = await start_harness(EchoCore(), rate_limit_retries=0)
     if error == "not_enabled":
         slack.fake.home_tab = False
@@ -255,6 +255,27 @@ async def test_a_refused_publish_is_one_log_line_and_the_next_open_works(
     ts = await slack.mention("still there?")
     await slack.wait_done(ts)
     assert slack.replies("C1", thread_ts=ts) == ["echo: still there?"]
+
+
+class StoreDownCore(EchoCore):
+    async def settings_overview(
+        self, team: TeamKey, user: str, *, is_platform_admin: bool
+    ) -> SettingsOverview | None:
+        raise StoreUnavailable("settings store down")
+
+
+async def test_a_store_down_publishes_nothing_and_logs_one_line(
+    start_harness: StartHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    slack = await start_harness(StoreDownCore())
+    with caplog.at_level(logging.INFO):
+        assert await open_home(slack, ADMIN) == "failed"
+    failed = [r for r in caplog.records if r.getMessage() == "slack_home_failed"]
+    assert [getattr(r, "fields", {}) for r in failed] == [
+        {"team": slack.team, "error": "StoreUnavailable"}
+    ]
+    no_tracebacks(caplog)
+    assert slack.fake.calls_to("views.publish") == []
 
 
 async def test_the_messages_tab_publishes_nothing(slack: SlackHarness) -> None:
