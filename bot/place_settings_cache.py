@@ -56,7 +56,7 @@ class CachedPlaceSettings:
         self, team: TeamKey
     ) -> tuple[Mapping[str, str], Mapping[str, Mapping[str, str]]]:
         """The team's own values and every overriding channel's (read-only), from the same
-        cached copy turns use, so an overview (Slack's App Home) costs no store round trip."""
+        cached copy turns use, so an admin's overview costs no store round trip."""
         copy = await self._copy(team)
         return copy.team, copy.channels
 

@@ -1,4 +1,4 @@
-"""An admin's overview of a team's settings (DESIGN: Slack's App Home shows it to admins).
+"""An admin's overview of a team's settings, for a surface that shows it (an app's home tab).
 
 Platform-neutral data that a surface renders: each key's value for the whole team and whether
 it is the default or set for the team, the channels that override them, and the team's last
