@@ -45,6 +45,7 @@ from bot.policy import (
     PolicyResolver,
 )
 from bot.ratelimit import DROP, Rate, TurnLimiter
+from bot.settings_overview import SettingsOverview, team_overview
 from bot.stores.factory import open_cache, open_durable_kv, open_inbox, open_store
 from bot.stores.heard import open_heard_store
 from bot.stores.inbox import Inbox
@@ -354,6 +355,13 @@ class BotApp(ServesInbox):
         except Exception:  # a store or cache down: answer as by default, never fail routing
             log.warning("place_policy_unavailable", extra={"fields": {"team": team.team}})
             return DEFAULT_POLICY
+
+    async def settings_overview(
+        self, team: TeamKey, user: str, *, is_platform_admin: bool
+    ) -> SettingsOverview | None:
+        if not self.commands.is_admin_user(user, is_platform_admin=is_platform_admin):
+            return None
+        return await team_overview(self.place_settings, self.policies, team)
 
     async def admit_bot(self, team: TeamKey, channel: str, other_bot: str) -> bool:
         try:

@@ -264,7 +264,11 @@ class CommandHandler:
     # /tools ----------------------------------------------------------------------------------
 
     def is_admin(self, req: CommandRequest) -> bool:
-        return req.is_platform_admin or req.user in self.admins
+        return self.is_admin_user(req.user, is_platform_admin=req.is_platform_admin)
+
+    def is_admin_user(self, user: str, *, is_platform_admin: bool) -> bool:
+        """The one admin rule: the platform's own flag (checked by the adapter) or BOT_ADMINS."""
+        return is_platform_admin or user in self.admins
 
     async def _tools(self, req: CommandRequest, text: str) -> CommandReply:
         team = TeamKey(req.platform, req.team)

@@ -48,7 +48,8 @@ def _shown(key: str, value: str) -> str:
     return f"`{one_line}`" if "`" not in one_line else one_line
 
 
-def _effective(policy: PlacePolicy, key: str, default_model: str) -> str:
+def effective_value(policy: PlacePolicy, key: str, default_model: str) -> str:
+    """A key's value as `/config show` names it (`tools`: all, none or a list; `memory`: on/off)."""
     if key == "instructions":
         return policy.instructions
     if key == "model":
@@ -170,7 +171,7 @@ class ConfigCommands:
     async def _show(self, team: TeamKey, channel: str) -> CommandReply:
         policy = await self.policies.for_place(team, channel)
         lines = [
-            f"• *{key}*: {_shown(key, _effective(policy, key, self.policies.default_model))}"
+            f"• *{key}*: {_shown(key, effective_value(policy, key, self.policies.default_model))}"
             f" — {policy.source(key)}"
             for key in SETTABLE
         ]

@@ -7,12 +7,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from bot.inbox import Handler, InboxItem
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.messages import HeardMessage, IncomingMessage, MessageRef, ReplySink
 from bot.policy import PlacePolicy
+
+if TYPE_CHECKING:  # bot.settings_overview imports this module (through `/config`)
+    from bot.settings_overview import SettingsOverview
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +141,13 @@ class BotCore(Protocol):
     async def place_policy(self, team: TeamKey, channel: str) -> PlacePolicy:
         """The place's settings (`reply`, `bots`, ...) for an adapter's routing, from the
         per-team cache (no store round trip per message). Never raises: defaults on error."""
+
+    async def settings_overview(
+        self, team: TeamKey, user: str, *, is_platform_admin: bool
+    ) -> SettingsOverview | None:
+        """The team's settings, overriding channels and last changes for an admin (the rule of
+        `/config set`: the adapter's own admin flag, or `BOT_ADMINS`); None for anyone else,
+        who is shown none of it. From the per-team cache; raises when a store is down."""
 
     async def admit_bot(self, team: TeamKey, channel: str, other_bot: str) -> bool:
         """Whether the bot may answer this other bot's mention here now: at most 5 answers to

@@ -49,6 +49,18 @@ class CachedPlaceSettings:
     async def place_values(
         self, team: TeamKey, channel: str
     ) -> tuple[Mapping[str, str], Mapping[str, str]]:
+        copy = await self._copy(team)
+        return copy.team, copy.channels.get(channel, {})
+
+    async def team_values(
+        self, team: TeamKey
+    ) -> tuple[Mapping[str, str], Mapping[str, Mapping[str, str]]]:
+        """The team's own values and every overriding channel's (read-only), from the same
+        cached copy turns use, so an admin's overview costs no store round trip."""
+        copy = await self._copy(team)
+        return copy.team, copy.channels
+
+    async def _copy(self, team: TeamKey) -> _Copy:
         version = int(await self.cache.get_json(version_key(team)) or 0)
         copy = self._copies.get(team.id)
         if copy is None or copy.version != version or time.monotonic() - copy.loaded > MAX_AGE:
@@ -56,7 +68,7 @@ class CachedPlaceSettings:
             channels = await self.store.overrides(team)
             copy = _Copy(version, time.monotonic(), own, channels)
             self._copies[team.id] = copy
-        return copy.team, copy.channels.get(channel, {})
+        return copy
 
     async def change(
         self, team: TeamKey, channel: str, changes: Mapping[str, str | None], *, by: str

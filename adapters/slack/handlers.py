@@ -33,6 +33,7 @@ from adapters.slack.config import SlackConfig
 from adapters.slack.errors import api_failed
 from adapters.slack.files import SlackFiles
 from adapters.slack.heard import hear_event
+from adapters.slack.home import AppHome
 from adapters.slack.normalize import mentioned_users, normalize_text
 from adapters.slack.routing import Route, first_mention_by_edit, route_change, route_event
 from adapters.slack.sink import Capabilities, EarlierReply, ReplyTarget, SlackReplySink
@@ -80,8 +81,9 @@ def _handled(body: dict[str, Any], outcome: str) -> None:
     to what the bot keeps, not answered; also an `app_mention` Slack re-sends for an edited
     message; an edit that adds the bot's first mention is answered: `answered`) | deleted (a
     deletion applied; also a message deleted before its turn ran) | duplicate | not_in_thread |
-    ignored (not for the bot: every channel message reaches us, so that one is DEBUG) | done
-    (other event kinds)."""
+    ignored (not for the bot: every channel message reaches us, so that one is DEBUG; also
+    the Messages tab's `app_home_opened`) | done (other event kinds; the Home view published;
+    `failed` when it was not)."""
     event = body.get("event")
     emit(
         _LOG,
@@ -122,6 +124,7 @@ class SlackHandlers:
             from adapters.slack.notices import SlackAdminNotice
 
             core.set_admin_notice(SlackAdminNotice(self.client_for))
+        self.home = AppHome(core, self.users)
         # Messages deleted in Slack, seen here: a turn still waiting for one is not run (the
         # deletion, queued after it in the same conversation, erases what it stored anyway).
         self.deleted: TTLCache[tuple[str, str, str], bool] = TTLCache(20_000, 3600.0)
@@ -133,6 +136,7 @@ class SlackHandlers:
         app.event("message", middleware=[self.accept])(_acked)
         app.event("assistant_thread_started")(self.on_thread_started)
         app.event("assistant_thread_context_changed")(self.on_ignored_event)
+        app.event("app_home_opened")(self.on_home_opened)
         # Every command takes one path: acked at once, answered through its response_url.
         for name in COMMANDS:
             app.command(f"/{name}")(self.commands.on_command)
@@ -617,6 +621,19 @@ class SlackHandlers:
         except Exception as exc:
             api_failed(_LOG, "assistant.threads.setSuggestedPrompts", exc)
         _handled(body, "done")
+
+    async def on_home_opened(
+        self,
+        body: dict[str, Any],
+        event: dict[str, Any],
+        context: AsyncBoltContext,
+        client: AsyncWebClient,
+    ) -> None:
+        """The App Home tab opened: publish that person's view (`adapters/slack/home.py`).
+        Not through the inbox: publishing again is harmless, and a lost one is redone at the
+        next open."""
+        metrics.EVENTS.labels(PLATFORM, "app_home_opened").inc()
+        _handled(body, await self.home.opened(event, team=_team(context, body), client=client))
 
     async def on_ignored_event(self, body: dict[str, Any], event: dict[str, Any]) -> None:
         metrics.EVENTS.labels(PLATFORM, str(event.get("type"))).inc()

@@ -226,6 +226,108 @@ def message_changed_event(
 RESPONSE_URL_USES = 5
 RESPONSE_URL_SECONDS = 30 * 60
 
+# Block Kit limits Slack enforces on a view (docs.slack.dev: "Views" and each block's
+# reference): at most 100 blocks, 250 KB of JSON; per block the fields below.
+VIEW_BYTES = 250_000
+MAX_VIEW_BLOCKS = 100
+SECTION_TEXT_CHARS = 3000
+SECTION_FIELDS = 10
+FIELD_CHARS = 2000
+HEADER_CHARS = 150
+CONTEXT_ELEMENTS = 10
+BLOCK_ID_CHARS = 255
+_TEXT_TYPES = ("plain_text", "mrkdwn")
+
+
+def _text_problems(obj: Any, where: str, limit: int, types: tuple[str, ...]) -> list[str]:
+    if not isinstance(obj, dict) or obj.get("type") not in types:
+        kinds = " or ".join(types)
+        return [f"[ERROR] must be a text object of type {kinds} [json-pointer:{where}]"]
+    text = obj.get("text")
+    if not isinstance(text, str) or not text:
+        return [f"[ERROR] must be more than 0 characters [json-pointer:{where}/text]"]
+    if len(text) > limit:
+        return [f"[ERROR] must be less than {limit + 1} characters [json-pointer:{where}/text]"]
+    return []
+
+
+def check_view(view: Any) -> list[str]:
+    """Why Slack would refuse this view for views.publish (empty: it is valid): type `home`,
+    at most 100 blocks, and the blocks the adapter uses within their limits (section text up
+    to 3,000 characters, header 150, context 10 elements, unique block ids); an unknown block
+    type is refused too, as Slack does."""
+    if not isinstance(view, dict):
+        return ["[ERROR] must be an object [json-pointer:/view]"]
+    problems: list[str] = []
+    if view.get("type") != "home":
+        problems.append("[ERROR] must be home for views.publish [json-pointer:/view/type]")
+    blocks = view.get("blocks")
+    if not isinstance(blocks, list):
+        return [*problems, "[ERROR] missing required field: blocks [json-pointer:/view]"]
+    if len(blocks) > MAX_VIEW_BLOCKS:
+        problems.append(
+            f"[ERROR] no more than {MAX_VIEW_BLOCKS} items allowed [json-pointer:/view/blocks]"
+        )
+    ids: set[str] = set()
+    for i, block in enumerate(blocks):
+        where = f"/view/blocks/{i}"
+        if not isinstance(block, dict):
+            problems.append(f"[ERROR] must be an object [json-pointer:{where}]")
+            continue
+        block_id = block.get("block_id")
+        if block_id is not None:
+            if not isinstance(block_id, str) or not 0 < len(block_id) <= BLOCK_ID_CHARS:
+                problems.append(f"[ERROR] invalid block_id [json-pointer:{where}/block_id]")
+            elif block_id in ids:
+                problems.append(f"[ERROR] duplicate block_id [json-pointer:{where}/block_id]")
+            else:
+                ids.add(block_id)
+        kind = block.get("type")
+        if kind == "section":
+            text, fields = block.get("text"), block.get("fields")
+            if text is None and not fields:
+                problems.append(f"[ERROR] must provide text or fields [json-pointer:{where}]")
+            if text is not None:
+                problems += _text_problems(text, f"{where}/text", SECTION_TEXT_CHARS, _TEXT_TYPES)
+            if fields is not None:
+                if not isinstance(fields, list) or len(fields) > SECTION_FIELDS:
+                    problems.append(f"[ERROR] at most 10 fields [json-pointer:{where}/fields]")
+                else:
+                    for j, f in enumerate(fields):
+                        problems += _text_problems(
+                            f, f"{where}/fields/{j}", FIELD_CHARS, _TEXT_TYPES
+                        )
+        elif kind == "header":
+            problems += _text_problems(
+                block.get("text"), f"{where}/text", HEADER_CHARS, ("plain_text",)
+            )
+        elif kind == "context":
+            elements = block.get("elements")
+            if not isinstance(elements, list) or not 0 < len(elements) <= CONTEXT_ELEMENTS:
+                problems.append(
+                    f"[ERROR] between 1 and 10 elements [json-pointer:{where}/elements]"
+                )
+            else:
+                for j, element in enumerate(elements):
+                    problems += _text_problems(
+                        element, f"{where}/elements/{j}", SECTION_TEXT_CHARS, _TEXT_TYPES
+                    )
+        elif kind != "divider":
+            problems.append(f"[ERROR] unsupported block type [json-pointer:{where}/type]")
+    return problems
+
+
+def view_text(blocks: list[Any]) -> str:
+    """The visible text of a view's blocks (sections, fields, headers, context), one a line."""
+    parts: list[str] = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        texts = [block.get("text"), *(block.get("fields") or []), *(block.get("elements") or [])]
+        found = [t.get("text") for t in texts if isinstance(t, dict)]
+        parts += [text for text in found if isinstance(text, str)]
+    return "\n".join(parts)
+
 
 def app_mention_edited_event(
     ts: str,
@@ -293,6 +395,9 @@ class FakeSlack:
     rate_limited: list[Call] = field(default_factory=list)  # calls answered 429 by `rate_limit`
     # (channel, message ts) -> {(user id, reaction name)} shown on it now
     reactions: dict[tuple[str, str], set[tuple[str, str]]] = field(default_factory=dict)
+    home_tab: bool = True  # False: like an app whose manifest leaves the Home tab off
+    home_views: dict[str, dict[str, Any]] = field(default_factory=dict)  # user -> view shown
+    refused_views: list[tuple[str, list[str]]] = field(default_factory=list)  # (error, why)
 
     def __post_init__(self) -> None:
         self.tokens.setdefault(
@@ -531,7 +636,7 @@ class FakeSlack:
                 args.update(json.loads(raw or b"{}"))
             elif raw:
                 args.update(dict(parse_qsl(raw.decode(), keep_blank_values=True)))
-        for key in ("chunks", "prompts", "blocks", "files"):
+        for key in ("chunks", "prompts", "blocks", "files"):  # `view` stays a string, as sent
             if isinstance(args.get(key), str):
                 try:
                     args[key] = json.loads(args[key])
@@ -856,6 +961,67 @@ class FakeSlack:
     def reactions_on(self, channel: str, ts: str) -> set[str]:
         """The reaction names on a message now (whoever added them)."""
         return {name for _user, name in self.reactions.get((channel, ts), set())}
+
+    def api_views_publish(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
+        """As Slack (docs.slack.dev/reference/methods/views.publish): a bot token, `user_id`
+        and `view` (a JSON-encoded string) required; the view must be a valid `home` view
+        (`check_view`): otherwise `invalid_arguments` with the reasons in
+        `response_metadata.messages`, `view_too_large` past 250 KB, `not_enabled` when the
+        app's Home tab is off, `hash_conflict` for a stale `hash`. The view shown is kept per
+        user (`home_views`), replaced by each publish."""
+        assert who is not None
+        if who.bot_id is None:
+            return {"ok": False, "error": "not_allowed_token_type"}
+        user, raw = args.get("user_id"), args.get("view")
+        problems = []
+        if not isinstance(user, str) or not user:
+            problems.append("[ERROR] missing required field: user_id")
+        view: Any = None
+        if isinstance(raw, str):
+            if len(raw.encode()) > VIEW_BYTES:
+                return self._refuse_view("view_too_large", [])
+            try:
+                view = json.loads(raw)
+            except ValueError:
+                problems.append("[ERROR] invalid json [json-pointer:/view]")
+        elif isinstance(raw, dict):  # a JSON body: the view as an object
+            if len(json.dumps(raw).encode()) > VIEW_BYTES:
+                return self._refuse_view("view_too_large", [])
+            view = raw
+        else:
+            problems.append("[ERROR] missing required field: view")
+        if view is not None:
+            problems += check_view(view)
+        if problems:
+            return self._refuse_view("invalid_arguments", problems)
+        assert isinstance(user, str) and isinstance(view, dict)
+        if not self.home_tab:
+            return self._refuse_view("not_enabled", [])
+        shown = self.home_views.get(user)
+        if args.get("hash") and shown is not None and args["hash"] != shown["hash"]:
+            return self._refuse_view("hash_conflict", [])
+        published = {
+            **view,
+            "id": "V" + uuid.uuid4().hex[:10].upper(),
+            "team_id": who.team_id,
+            "hash": f"{time.time():.6f}.{uuid.uuid4().hex[:8]}",
+            "app_id": "A0TEST",
+            "bot_id": who.bot_id,
+        }
+        self.home_views[user] = published
+        return {"ok": True, "view": published}
+
+    def _refuse_view(self, error: str, problems: list[str]) -> dict[str, Any]:
+        self.refused_views.append((error, problems))
+        answer: dict[str, Any] = {"ok": False, "error": error}
+        if problems:
+            answer["response_metadata"] = {"messages": problems}
+        return answer
+
+    def home_text(self, user: str) -> str:
+        """The visible text of the Home view published for `user` ("" when none)."""
+        view = self.home_views.get(user)
+        return view_text(view["blocks"]) if view else ""
 
     def api_users_info(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
         user = self.users.get(str(args.get("user")))

@@ -15,6 +15,7 @@ from bot.inbox import InboxWorker, ServesInbox
 from bot.keys import SessionKey, TeamKey
 from bot.messages import IncomingMessage, MessageRef, ReplySink
 from bot.policy import DEFAULT_POLICY, PlacePolicy
+from bot.settings_overview import SettingsOverview
 
 
 @dataclass
@@ -36,6 +37,7 @@ class EchoCore(ServesInbox):
     command_gate: asyncio.Event | None = None  # commands wait for it (then answer)
     commands_started: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
+    overviews: list[tuple[str, bool]] = field(default_factory=list)  # (user, platform admin)
     # No durable inbox: items run in this process at once (de-duplicated through `seen`).
     worker: InboxWorker = field(init=False)
 
@@ -88,6 +90,12 @@ class EchoCore(ServesInbox):
 
     async def place_policy(self, team: TeamKey, channel: str) -> PlacePolicy:
         return DEFAULT_POLICY
+
+    async def settings_overview(
+        self, team: TeamKey, user: str, *, is_platform_admin: bool
+    ) -> SettingsOverview | None:
+        self.overviews.append((user, is_platform_admin))
+        return None  # everyone sees the short Home view (the real core's is tested on its own)
 
     async def admit_bot(self, team: TeamKey, channel: str, other_bot: str) -> bool:
         return False

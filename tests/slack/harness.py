@@ -426,12 +426,33 @@ class SlackHarness:
         await self.fake.wait_for(lambda: bool(self.fake.answers_at(url)), timeout)
         return self.fake.answers_at(url)[0]
 
+    async def open_home(
+        self, user: str = "U1", *, tab: str = "home", team: str | None = None
+    ) -> str:
+        """`user` opens the app's Home tab (or, `tab="messages"`, its Messages tab): the
+        `app_home_opened` event Slack sends. Returns its event id."""
+        event = {
+            "type": "app_home_opened",
+            "user": user,
+            "channel": "D" + user.removeprefix("U"),
+            "tab": tab,
+            "event_ts": new_ts(),
+        }
+        await self.send_event(event, team=team)
+        return self.sent[-1]
+
     async def wait_handled(self, count: int | None = None, *, timeout: float = 5.0) -> list[str]:
         """Until the adapter is done with `count` deliveries of the events this harness sent
         (default: every delivery it sent), answered or dropped; their outcomes in the order they
         ended. Deliveries of an event id another harness also sent count here too."""
         wanted = len(self.sent) if count is None else count
         return await HANDLED.wait(set(self.sent), wanted, timeout=timeout)
+
+    async def wait_handled_ids(
+        self, event_ids: Collection[str], *, timeout: float = 5.0
+    ) -> list[str]:
+        """Until the adapter is done with one delivery of each of these events; outcomes."""
+        return await HANDLED.wait(set(event_ids), len(set(event_ids)), timeout=timeout)
 
     async def wait_commands_answered(self, count: int = 1, *, timeout: float = 10.0) -> None:
         """Until `count` slash commands (of any harness in this process) were done with: their

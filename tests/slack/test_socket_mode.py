@@ -86,6 +86,12 @@ async def test_socket_mode_envelopes_are_acked_and_answered(fake_slack: FakeSlac
         [answer] = fake_slack.answers_at(url)
         assert answer["text"] == "*/memory* show" and answer["response_type"] == "ephemeral"
 
+        # the App Home tab: the event arrives over the socket, the view through views.publish
+        home = {"type": "app_home_opened", "user": "U1", "channel": "D1", "tab": "home"}
+        await fake_slack.send_envelope(event_body(home, team="T0TEST", event_id="EvHome"))
+        assert await HANDLED.wait({"EvHome"}, 1) == ["done"]
+        assert "`/memory`" in fake_slack.home_text("U1")
+
         # health and metrics are still served over HTTP; events are not
         async with aiohttp.ClientSession() as http:
             health = await http.get(f"http://127.0.0.1:{port}/healthz")

@@ -360,5 +360,6 @@ def test_manifest_matches_what_the_adapter_needs() -> None:
         "assistant_thread_context_changed",
         "app_uninstalled",
         "tokens_revoked",
+        "app_home_opened",
     }
     assert set(re.findall(r"- command: /(\w+)", text)) == set(COMMANDS)
