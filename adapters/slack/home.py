@@ -29,7 +29,7 @@ from adapters.common.logs import emit
 from adapters.slack.errors import api_failed
 from adapters.slack.mrkdwn import escape
 from adapters.slack.users import UserDirectory
-from bot.core import BotCore
+from bot.core import BotCore, CommandRequest
 from bot.keys import TeamKey
 from bot.settings_overview import SettingsOverview
 
@@ -128,19 +128,43 @@ def home_view(blocks: list[dict[str, Any]]) -> dict[str, Any]:
     return {"type": "home", "blocks": blocks}
 
 
-def everyone_view() -> dict[str, Any]:
-    """What the bot is and how to use it; no one's data."""
+def everyone_view(usage: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What the bot is and how to use it, and the person's own usage; no one else's data."""
     return home_view(
         [
             _header("Your AI assistant"),
             _section(EVERYONE_TEXT),
             _section(MEMORY_TEXT),
             _section(CONFIG_TEXT),
+            *(usage or []),
         ]
     )
 
 
-def admin_view(overview: SettingsOverview) -> dict[str, Any]:
+def usage_blocks(text: str, title: str) -> list[dict[str, Any]]:
+    """`/usage`'s answer as a few sections (each under Slack's section limit)."""
+    blocks: list[dict[str, Any]] = [_divider(), _header(title)]
+    chunk: list[str] = []
+    for line in text.splitlines():
+        if chunk and len("\n".join([*chunk, line])) > SECTION_CHARS - 100:
+            blocks.append(_mrkdwn_section("\n".join(chunk)))
+            chunk = []
+            if len(blocks) >= USAGE_BLOCKS:
+                break
+        chunk.append(fit(line, SECTION_CHARS - 100))
+    if chunk and len(blocks) < USAGE_BLOCKS + 1:
+        blocks.append(_mrkdwn_section("\n".join(chunk)))
+    return blocks
+
+
+def _mrkdwn_section(text: str) -> dict[str, Any]:
+    """A section of the bot's own text (its mentions of places and people are meant)."""
+    return {"type": "section", "text": {"type": "mrkdwn", "text": fit(text), "verbatim": True}}
+
+
+def admin_view(
+    overview: SettingsOverview, usage: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """The team's settings for an admin, within Slack's limits whatever the team holds."""
     head: list[dict[str, Any]] = [
         _header("Settings of this workspace"),
@@ -167,6 +191,7 @@ def admin_view(overview: SettingsOverview) -> dict[str, Any]:
     else:
         tail.append(_context("No team-wide setting has been changed yet."))
 
+    tail += usage or []
     total = overview.overrides_total
     overrides = [_divider(), _header(f"Channels with their own settings ({total:,})")]
     room = MAX_BLOCKS - len(head) - len(tail) - len(overrides) - 1  # 1: the "more" line
@@ -192,6 +217,9 @@ def _more(overview: SettingsOverview, listed: int) -> list[dict[str, Any]]:
     if left <= 0:
         return []
     return [_context(f"…and {left:,} more. `/config show` in a channel shows its settings.")]
+
+
+USAGE_BLOCKS = 8  # sections of usage at most (the rest of a long report is left out)
 
 
 def _when(at: float) -> str:
@@ -228,9 +256,13 @@ class AppHome:
 
     async def _view(self, client: AsyncWebClient, team: str, user: str) -> dict[str, Any]:
         person = await self.users.get(client, team, user, fresh=True)
+        admin = bool(person and person.is_platform_admin)
         overview = await self.core.settings_overview(
-            TeamKey(PLATFORM, team),
-            user,
-            is_platform_admin=bool(person and person.is_platform_admin),
+            TeamKey(PLATFORM, team), user, is_platform_admin=admin
         )
-        return everyone_view() if overview is None else admin_view(overview)
+        usage = await self.core.handle_command(
+            CommandRequest(PLATFORM, team, "-", user, "usage", "", is_platform_admin=admin)
+        )
+        if overview is None:
+            return everyone_view(usage_blocks(usage.text, "Your usage"))
+        return admin_view(overview, usage_blocks(usage.text, "Usage"))

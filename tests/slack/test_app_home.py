@@ -85,7 +85,8 @@ async def test_admin_sees_team_settings_overrides_and_changes(slack_real: SlackH
     changes = text.split("Recent changes to the team's settings", 1)[1]
     assert changes.index("*instructions*") < changes.index("*language*")
     assert "<@UADMIN>" in changes and "*reply*" not in changes and "`de`" not in changes
-    assert "usage" not in text.casefold()
+    # Usage (`/usage`'s admin answer): the team's month, with the admin's own above it.
+    assert "The team this month:" in text and "Your usage here:" in text
     assert slack_real.fake.calls_to("users.info", user=ADMIN)  # asked fresh at each open
 
 
@@ -110,6 +111,8 @@ async def test_the_next_open_after_config_set_shows_the_new_value(
 async def test_non_admin_sees_how_to_use_the_bot_and_no_settings(
     slack_real: SlackHarness,
 ) -> None:
+    asked = await slack_real.mention("what does the admin cost us?", channel="C9", user="UADMIN")
+    await slack_real.wait_done(asked, timeout=10)
     assert "Set `instructions`" in await configure(slack_real, 'set team instructions="SECRET"')
     assert "Set `reply`" in await configure(slack_real, "set reply=all", channel="C7")
     assert await open_home(slack_real, "U1") == "done"
@@ -119,7 +122,9 @@ async def test_non_admin_sees_how_to_use_the_bot_and_no_settings(
     assert "`/memory`" in text and "`/config show`" in text
     for leaked in ("SECRET", "instructions", "<#C7>", "reply", "UADMIN", "Recent changes"):
         assert leaked not in text
-    assert "usage" not in text.casefold()
+    # Their own usage only, nobody else's.
+    assert "Your usage here:" in text and "Today: 0 tokens" in text
+    assert "The team this month" not in text
 
 
 async def test_bot_admins_see_the_team_settings(start_harness: StartHarness, make_app: Any) -> None:
