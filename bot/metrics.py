@@ -59,11 +59,13 @@ USAGE_TOKENS = Counter(
     "Metered model tokens by team, model, kind (chat | summary | memory | extract ...) and type "
     "(prompt | cached_prompt | completion); estimated where the server sent no usage.",
     ["team", "model", "kind", "type"],
+    registry=REGISTRY,
 )
 USAGE_COST = Counter(
     "bot_usage_cost_dollars_total",
     "Priced cost of metered model requests (BOT_PRICES), by team, model and kind.",
     ["team", "model", "kind"],
+    registry=REGISTRY,
 )
 TOOL_CALLS = Counter(
     "bot_tool_calls_total",
