@@ -215,7 +215,7 @@ class BotApp(ServesInbox):
             )
             self.commands.eraser.tiers.append(SettingsAuthors(self.place_settings.store))
         if self.usage is not None:
-            self.commands.eraser.tiers.append(UsagePeople(self.usage))
+            self.commands.eraser.tiers.append(UsagePeople(self.usage, self.meter))
         self.commands.usage = UsageCommands(
             self.usage, self.meter.pending, is_admin=self.commands.is_admin
         )

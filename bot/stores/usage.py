@@ -104,15 +104,24 @@ def usage_of(store: object) -> UsageStore | None:
     return None
 
 
+class PendingRows(Protocol):
+    def forget(self, person: str, *, as_: str) -> int: ...
+
+
 class UsagePeople:
     """An erasure tier (`bot.memory.erasure`): `/memory forget all` takes the person's id out of
-    the usage rows. Not a memory, so it counts none."""
+    the usage rows, the stored ones and those the meter has not flushed yet. Not a memory, so
+    it counts none."""
 
-    def __init__(self, store: UsageStore) -> None:
+    def __init__(self, store: UsageStore, pending: PendingRows | None = None) -> None:
         self.store = store
+        self.pending = pending
 
     async def erase_person(self, person: object) -> int:
-        await self.store.forget_person(str(getattr(person, "id", person)))
+        person_id = str(getattr(person, "id", person))
+        if self.pending is not None:
+            self.pending.forget(person_id, as_=FORGOTTEN)
+        await self.store.forget_person(person_id)
         return 0
 
     async def compact(self) -> None:

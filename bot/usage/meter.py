@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -111,6 +112,14 @@ class UsageMeter:
         self._pending[row.key] = row if kept is None else kept.plus(row)
         if len(self._pending) >= MAX_PENDING_ROWS // 2:
             self._wake.set()
+
+    def forget(self, person: str, *, as_: str) -> int:
+        """Re-key the person's rows not flushed yet (`/memory forget all`); how many."""
+        mine = [k for k, r in self._pending.items() if r.person == person]
+        for key in mine:
+            row = replace(self._pending.pop(key), person=as_)
+            self._add(row)
+        return len(mine)
 
     def pending(self) -> list[UsageRow]:
         """Rows not flushed yet (reports add them, so a request just made is counted)."""

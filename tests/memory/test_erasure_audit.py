@@ -43,12 +43,17 @@ async def check_forget_all(app: BotApp) -> list[Finding]:
     before = await found(app, "quasar-4242")
     assert before  # the audit can find things
     assert await found(app, "kiwi-7f3a", ALICE)
+    await app.meter.flush()  # her usage rows are stored now (they name her)
+    await say(app, "one more, metered but not flushed", user="UA")
 
     reply = await app.handle_command(forget_all("UA"))
     assert reply.ok and "Receipt: `r" in reply.text, reply.text
 
     for phrase in ("kiwi-7f3a", "quasar-4242", "hello from a private DM"):
         assert await found(app, phrase, ALICE) == [], phrase
+    await app.meter.flush()  # what was pending at the erasure no longer names her either
+    assert await found(app, "kiwi-7f3a", ALICE) == []
+    assert all(r.person != ALICE.id for r in app.meter.pending())
     assert await found(app, "nebula-9c1d")  # Bob's words are intact
     assert [f.text for f in await app.store.list_facts(BOB)] == ["I am vegan-b0b"]
     (receipt,) = await app.store.receipts(ALICE)
