@@ -22,6 +22,7 @@ from bot.commands import CommandHandler
 from bot.config import Settings
 from bot.config_command import ConfigCommands
 from bot.core import AdminNotice, CommandReply, CommandRequest, MessageChange
+from bot.embeddings.endpoint import EndpointEmbedder
 from bot.files.intake import FileLimits, too_many_files_reply
 from bot.files.vision import Vision
 from bot.inbox import InboxWorker, ServesInbox
@@ -143,6 +144,9 @@ class BotApp(ServesInbox):
             cache, self.usage, self.meter.prices, default_model=settings.bot_model
         )
         self.meter.on_background = self.budgets.background
+        embedder = getattr(episodic, "embedder", None)
+        if isinstance(embedder, EndpointEmbedder):
+            embedder.meter = self.meter
         self.budgets.alert = self._budget_alert
         self.admin_notice: AdminNotice | None = None  # the adapter's way to tell an admin
         self.reconciler = Reconciler(

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from openai import AsyncOpenAI, OpenAIError
 
 from bot.embeddings.base import EmbeddingError, Vectors, normalise
+
+if TYPE_CHECKING:
+    from bot.usage.meter import UsageMeter
 
 MAX_BATCH = 128  # inputs per request (OpenAI accepts 2048; local servers often far fewer)
 MAX_CHARS = 8000  # per input: longer texts are cut rather than refused by the server
@@ -22,6 +26,7 @@ class EndpointEmbedder:
         self._client = AsyncOpenAI(
             api_key=api_key, base_url=base_url, timeout=timeout, max_retries=2
         )
+        self.meter: UsageMeter | None = None  # set by the app: embeddings are metered too
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
         if not texts:
@@ -33,6 +38,17 @@ class EndpointEmbedder:
                 response = await self._client.embeddings.create(model=self.model, input=batch)
             except OpenAIError as exc:
                 raise EmbeddingError(f"embeddings endpoint failed: {type(exc).__name__}") from exc
+            if self.meter is not None:
+                usage = getattr(response, "usage", None)
+                tokens = getattr(usage, "prompt_tokens", None)
+                self.meter.record(
+                    "embedding",
+                    self.model,
+                    prompt=tokens if isinstance(tokens, int) else None,
+                    cached=0,
+                    completion=0,
+                    messages=[{"role": "user", "content": " ".join(batch)}],
+                )
             data = sorted(response.data, key=lambda d: d.index)
             if len(data) != len(batch):
                 raise EmbeddingError("embeddings endpoint returned the wrong number of vectors")

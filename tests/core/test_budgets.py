@@ -170,3 +170,20 @@ async def test_ten_concurrent_turns_over_two_replicas_overshoot_by_at_most_one(
         later = CollectingSink()
         await a.handle_message(message("later", user="U99", channel="C99"), later)
         assert later.final == "ok"
+
+
+async def test_embeddings_are_metered_for_the_team(make_app: Any, fake_openai: FakeOpenAI) -> None:
+    """The /embeddings endpoint's usage, per team: a turn's recall is the person's, indexing
+    in the background is the team's (nobody's turn)."""
+    app = await make_app(episodic=True, bot_embedding_model="text-embedding-3-small")
+    await say(app, "the launch is on friday", user="U1")
+    await say(app, "when is the launch?", user="U1")
+    assert app.episodic is not None
+    await app.episodic.indexer.idle()
+    await app.meter.flush()
+    assert app.usage is not None
+    rows = [r for r in await app.usage.usage(since="2000-01-01") if r.kind == "embedding"]
+    sent = [u for model, u in fake_openai.usage_sent if model == "text-embedding-3-small"]
+    assert sent and sum(r.prompt for r in rows) == sum(int(u["prompt_tokens"]) for u in sent)
+    assert {r.team for r in rows} == {"test:T1"}
+    assert all(r.estimated == 0 and r.completion == 0 for r in rows)

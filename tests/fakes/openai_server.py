@@ -521,7 +521,9 @@ class FakeOpenAI:
             {"object": "embedding", "index": i, "embedding": bag_of_words(t)}
             for i, t in enumerate(texts)
         ]
-        usage = {"prompt_tokens": 0, "total_tokens": 0}
+        tokens = sum(estimate_tokens(t) for t in texts)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        self.usage_sent.append((str(body["model"]), usage))
         return web.json_response(
             {"object": "list", "data": data, "model": body["model"], "usage": usage}
         )

@@ -36,6 +36,7 @@ from bot.memory.episodic.excerpts import excerpts
 from bot.memory.off_record import remembered
 from bot.stores.memory_index import MemoryEntry, MemoryIndex
 from bot.stores.protocols import ConversationStore, StoreUnavailable
+from bot.usage.bill import billed_to, team_bill
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,9 @@ class Indexer:
             sid = next(iter(self._queued))
             del self._queued[sid]
             try:
-                await self.index_session(SessionKey.parse(sid))
+                session = SessionKey.parse(sid)
+                with billed_to(team_bill(session.team_key.id)):  # the team's, not a turn's
+                    await self.index_session(session)
             except asyncio.CancelledError:
                 raise
             except StoreUnavailable:
