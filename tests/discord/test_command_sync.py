@@ -25,7 +25,7 @@ async def test_the_sync_payload_uses_contexts_not_dm_permission(
 ) -> None:
     await start_discord(EchoCore())
     [put] = fake_discord.calls_to("PUT", r"/commands$")
-    assert {c["name"] for c in put.body} == {"memory", "tools", "config"}
+    assert {c["name"] for c in put.body} == {"memory", "tools", "config", "usage"}
     for command in put.body:
         assert "dm_permission" not in command
         assert command["contexts"] and command["integration_types"] == [0]
@@ -61,10 +61,20 @@ async def test_guild_commands_clear_the_global_ones_left_from_before(
     guild = fake_discord.add_guild("Guild A")
     first = await start_discord(EchoCore())  # global, as before DISCORD_COMMAND_GUILDS was set
     await first.close()
-    assert {c["name"] for c in fake_discord.commands[None]} == {"memory", "tools", "config"}
+    assert {c["name"] for c in fake_discord.commands[None]} == {
+        "memory",
+        "tools",
+        "config",
+        "usage",
+    }
     await start_discord(EchoCore(), command_guilds=(int(guild),))
     assert fake_discord.commands[None] == []  # not shown twice in the guild
-    assert {c["name"] for c in fake_discord.commands[guild]} == {"memory", "tools", "config"}
+    assert {c["name"] for c in fake_discord.commands[guild]} == {
+        "memory",
+        "tools",
+        "config",
+        "usage",
+    }
     puts = len(fake_discord.command_puts)
     h = await start_discord(EchoCore(), command_guilds=(int(guild),))
     assert len(fake_discord.command_puts) == puts  # nothing to clear or sync a second time
@@ -104,6 +114,11 @@ async def test_a_long_rate_limit_on_the_sync_does_not_stop_start_up_and_is_retri
     assert waits == [120.0]
     go_on.set()
     await fake_discord.wait_for(lambda: fake_discord.command_puts == [None])
-    assert {c["name"] for c in fake_discord.commands[None]} == {"memory", "tools", "config"}
+    assert {c["name"] for c in fake_discord.commands[None]} == {
+        "memory",
+        "tools",
+        "config",
+        "usage",
+    }
     await fake_discord.wait_for(lambda: h.runtime.command_sync.synced == [None])
     assert not [r for r in caplog.records if r.exc_info]

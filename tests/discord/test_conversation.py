@@ -24,7 +24,7 @@ async def test_login_identifies_with_the_four_intents(discord_real: DiscordHarne
     intents = int(identify["intents"])
     guilds, guild_messages, dm_messages, message_content = 1 << 0, 1 << 9, 1 << 12, 1 << 15
     assert intents == guilds | guild_messages | dm_messages | message_content
-    assert {c["name"] for c in fake.commands[None]} == {"memory", "tools", "config"}
+    assert {c["name"] for c in fake.commands[None]} == {"memory", "tools", "config", "usage"}
 
 
 async def test_a_mention_is_answered_as_a_reply_in_the_channel(
