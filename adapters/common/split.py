@@ -35,18 +35,25 @@ def close_fence(text: str) -> str:
     return text + _CLOSE if open_fence(text) is not None else text
 
 
-def _cut(text: str, budget: int) -> int:
+def _cut(text: str, budget: int, angle_tokens: bool) -> int:
     window = text[:budget]
     half = budget // 2
+    cut = budget
     for sep in ("\n\n", "\n", " "):
         at = window.rfind(sep)
         if at >= half or (sep == " " and at > 0):
-            return at + len(sep) if sep == " " else at
-    return budget
+            cut = at + len(sep) if sep == " " else at
+            break
+    if angle_tokens:  # never inside a `<...>` token (Slack's links and mentions)
+        opened, closed = text.rfind("<", 0, cut), text.rfind(">", 0, cut)
+        if opened > closed and opened > 0:
+            cut = opened
+    return cut
 
 
-def split_message(text: str, limit: int = 2000) -> list[str]:
-    """Parts of at most `limit` characters whose concatenation keeps all of `text`'s words."""
+def split_message(text: str, limit: int = 2000, *, angle_tokens: bool = False) -> list[str]:
+    """Parts of at most `limit` characters whose concatenation keeps all of `text`'s words.
+    `angle_tokens`: a cut never falls inside `<...>` (Slack's mrkdwn links and mentions)."""
     if limit < 64:
         raise ValueError("limit too small")
     parts: list[str] = []
@@ -54,7 +61,7 @@ def split_message(text: str, limit: int = 2000) -> list[str]:
     while len(rest) > limit:
         reopen = ""
         budget = limit - len(_CLOSE)
-        cut = max(1, _cut(rest, budget))
+        cut = max(1, _cut(rest, budget, angle_tokens))
         head, tail = rest[:cut].rstrip(), rest[cut:].lstrip("\n")
         last_line = head.rsplit("\n", 1)[-1].strip()
         if last_line.startswith(FENCE) and open_fence(head) is not None and "\n" in head:

@@ -12,6 +12,8 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable
 
+from adapters.common.split import split_message as common_split
+
 # Every pattern here runs in time linear in the line (no nested or adjacent ambiguous
 # quantifiers, no lazy scan to a closing delimiter): emphasis and code spans are paired with
 # precomputed delimiter positions instead (see `_pair`), so no model output can make the
@@ -358,23 +360,9 @@ def _safe_cut(text: str, limit: int) -> int:
 
 
 def split_message(text: str, limit: int) -> list[str]:
-    """Split mrkdwn into parts of at most `limit` characters, re-opening code fences."""
-    if limit < 32:
-        raise ValueError("limit too small")
-    parts: list[str] = []
-    rest = text
-    while len(rest) > limit:
-        budget = limit - 8  # room to close and reopen a code fence
-        cut = _safe_cut(rest, budget)
-        head, rest = rest[:cut].rstrip(), rest[cut:].lstrip("\n")
-        if head.count("```") % 2 == 1:
-            head += "\n```"
-            rest = "```\n" + rest
-        if head.strip():
-            parts.append(head)
-    if rest.strip():
-        parts.append(rest)
-    return parts or [""]
+    """Split mrkdwn into parts of at most `limit` characters, re-opening code fences, never
+    cutting a `<...>` token (the one splitter, `adapters.common.split`)."""
+    return common_split(text, limit, angle_tokens=True)
 
 
 def truncate(text: str, limit: int, marker: str = " …") -> str:

@@ -78,3 +78,14 @@ def test_thread_names_are_short_first_lines() -> None:
 def test_nonces_are_stable_distinct_and_fit_discords_limit() -> None:
     a, b = part_nonce("123", 0), part_nonce("123", 1)
     assert a == part_nonce("123", 0) and a != b and len(a) <= 25
+
+
+def test_the_one_splitter_keeps_slack_tokens_whole_when_asked() -> None:
+    """Slack's mrkdwn links and mentions are `<...>` tokens: a cut never falls inside one."""
+    link = "<https://example.com/a|the docs here and there and everywhere>"
+    text = "x" * 30 + " " + link + " and more words after it" * 5
+    plain = split_message(text, 70)
+    assert any("<https" in p and "|the docs>" not in p for p in plain)  # cut inside the token
+    kept = split_message(text, 70, angle_tokens=True)
+    assert all(p.count("<") == p.count(">") for p in kept), kept
+    assert "".join(kept).replace(" ", "") == text.strip().replace(" ", "")
