@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from bot.audience import META_AUDIENCE, UNKNOWN_FACT
 from bot.keys import SessionKey, TeamKey
+from bot.messages import MessageRef
 from bot.metrics import FEEDBACK_VOTES
 from bot.stores.feedback import DOWN, UP, FeedbackStore, Vote
 from bot.stores.protocols import ConversationStore, StoreUnavailable
@@ -198,3 +199,14 @@ async def vote(core: object, click: FeedbackClick) -> FeedbackAnswer:
         log.exception("feedback_failed")
         return FeedbackAnswer(DOWN_STORE, ok=False)
     return answer if isinstance(answer, FeedbackAnswer) else FeedbackAnswer(NO_FEEDBACK, ok=False)
+
+
+async def reply_deleted(core: object, ref: MessageRef) -> None:
+    """The platform deleted messages of the bot: the votes on them go, when the core keeps
+    feedback (`BotApp.reply_deleted`). Never raises."""
+    drop = getattr(core, "reply_deleted", None)
+    if callable(drop):
+        try:
+            await drop(ref)
+        except Exception:
+            log.exception("feedback_drop_failed")
