@@ -12,11 +12,14 @@ from typing import Any
 import pytest
 
 from bot.app import BotApp
+from bot.feedback import FeedbackAnswer, FeedbackClick, ReplyRef, offer_feedback
 from bot.keys import TeamKey
+from bot.messages import IncomingMessage, ReplySink
 from bot.stores.feedback import Tally
 from tests.discord.conftest import StartDiscord
 from tests.discord.harness import DiscordHarness
 from tests.fakes.discord_api import EPHEMERAL, FakeDiscord, components_problem
+from tests.slack.echo_core import EchoCore
 
 
 def first_channel(fake: FakeDiscord, guild: str) -> str:
@@ -36,6 +39,8 @@ async def answered(fake: FakeDiscord, token: str) -> str:
     interaction = fake.interactions[token]
     await fake.wait_for(lambda: interaction.response is not None)
     response = interaction.response or {}
+    assert interaction.responded_at is not None
+    assert interaction.responded_at - interaction.created < 3.0  # Discord's window
     assert response["type"] == 4 and response["data"]["flags"] & EPHEMERAL
     return str(response["data"]["content"])
 
@@ -131,3 +136,30 @@ def test_the_fake_checks_components_as_discord_does() -> None:
     ]
     for rows in bad:
         assert components_problem(rows) is not None, rows
+
+
+class SlowVotes(EchoCore):
+    """A core whose replies carry buttons and whose store takes 2.5 s to keep a vote."""
+
+    async def handle_message(self, message: IncomingMessage, sink: ReplySink) -> None:
+        offer_feedback(sink, ReplyRef(message.session, "t_0123456789abcdef", 1))
+        await super().handle_message(message, sink)
+
+    async def feedback(self, click: FeedbackClick) -> FeedbackAnswer:
+        await asyncio.sleep(2.5)
+        return FeedbackAnswer("noted", vote=1)
+
+
+async def test_a_slow_vote_is_deferred_within_the_window_then_answered(
+    fake_discord: FakeDiscord, start_discord: StartDiscord
+) -> None:
+    ada = fake_discord.add_user("Ada")
+    channel = first_channel(fake_discord, fake_discord.add_guild("Guild A"))
+    h = await start_discord(SlowVotes())
+    reply = await reply_to(h, channel, ada, "hello")
+    clicked = await fake_discord.user_clicks(reply["id"], ada, label="Helpful")
+    await fake_discord.wait_for(lambda: bool(clicked.followups), timeout=10)
+    assert clicked.response is not None and clicked.response["type"] == 5
+    assert clicked.responded_at is not None and clicked.responded_at - clicked.created < 3.0
+    assert clicked.followups[0]["content"] == "noted"
+    assert clicked.followups[0]["flags"] & EPHEMERAL
