@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from bot.audience import META_AUDIENCE, UNKNOWN_FACT
-from bot.keys import SessionKey, TeamKey
+from bot.keys import PersonKey, SessionKey
 from bot.messages import MessageRef
 from bot.metrics import FEEDBACK_VOTES
 from bot.stores.feedback import DOWN, UP, FeedbackStore, Vote
@@ -123,7 +123,7 @@ class FeedbackDesk:
             return self._refuse(click, "token", NOT_MINE)
         try:
             session = SessionKey(click.platform, click.team, token.channel, token.thread)
-            TeamKey(click.platform, click.team)
+            person = PersonKey(click.platform, click.team, click.user)
         except ValueError:
             return self._refuse(click, "place", NOT_MINE)
         try:
@@ -148,7 +148,7 @@ class FeedbackDesk:
             channel=token.channel,
             thread=token.thread or "",
             reply_id=click.reply_id[:200],
-            person=f"{click.platform}:{click.team}:{click.user}",
+            person=person.id,
             vote=token.vote,
             at=time.time(),
             model=(model or self.default_model)[:200],

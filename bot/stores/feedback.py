@@ -27,6 +27,10 @@ from typing import Protocol
 from bot.keys import PersonKey, TeamKey
 
 VOTES_KEPT = 100_000  # per team, oldest dropped first
+# The bound is enforced on a process's first vote and about every TRIM_EVERY-th after it
+# (a scan of the team's newest VOTES_KEPT votes costs more than the vote itself), so a team
+# may hold up to about TRIM_EVERY more votes per process for a while.
+TRIM_EVERY = 100
 MAX_ID_CHARS = 200  # ids: team, channel, thread, reply, person, session, turn
 MAX_MODEL_CHARS = 200
 MAX_AUDIENCE_CHARS = 300
@@ -123,7 +127,9 @@ class FeedbackStore(Protocol):
         """Delete the votes on these replies (the platform deleted them); returns how many."""
 
 
-def feedback_of(store: object, *, keep: int = VOTES_KEPT) -> FeedbackStore | None:
+def feedback_of(
+    store: object, *, keep: int = VOTES_KEPT, trim_every: int = TRIM_EVERY
+) -> FeedbackStore | None:
     """The feedback store on the same connection as a durable store, or None for a store that
     keeps none (then replies carry no buttons)."""
     from bot.stores.mongo import MongoStore
@@ -132,11 +138,11 @@ def feedback_of(store: object, *, keep: int = VOTES_KEPT) -> FeedbackStore | Non
     if isinstance(store, SqliteStore):
         from bot.stores.feedback_sqlite import SqliteFeedback
 
-        return SqliteFeedback(store.worker, keep=keep)
+        return SqliteFeedback(store.worker, keep=keep, trim_every=trim_every)
     if isinstance(store, MongoStore):
         from bot.stores.feedback_mongo import MongoFeedback
 
-        return MongoFeedback(store.db, keep=keep)
+        return MongoFeedback(store.db, keep=keep, trim_every=trim_every)
     return None
 
 

@@ -11,7 +11,7 @@ from pymongo import ASCENDING, DESCENDING, ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 
 from bot.keys import PersonKey, TeamKey
-from bot.stores.feedback import VOTES_KEPT, FeedbackTotals, Vote, check_vote, totals_of
+from bot.stores.feedback import TRIM_EVERY, VOTES_KEPT, FeedbackTotals, Vote, check_vote, totals_of
 
 Doc = dict[str, Any]
 _FIELDS = [f.name for f in fields(Vote)]
@@ -22,9 +22,13 @@ def _vote(doc: Doc) -> Vote:
 
 
 class MongoFeedback:
-    def __init__(self, db: AsyncDatabase[Doc], *, keep: int = VOTES_KEPT) -> None:
+    def __init__(
+        self, db: AsyncDatabase[Doc], *, keep: int = VOTES_KEPT, trim_every: int = TRIM_EVERY
+    ) -> None:
         self._votes = db["feedback"]
         self._keep = keep
+        self._trim_every = max(1, trim_every)
+        self._cast = 0
         self._ready = False
 
     async def _indexes(self) -> None:
@@ -43,8 +47,15 @@ class MongoFeedback:
         before = await self._votes.find_one_and_update(
             where, {"$set": asdict(vote)}, upsert=True, return_document=ReturnDocument.BEFORE
         )
+        trim, self._cast = self._cast % self._trim_every == 0, self._cast + 1
+        if trim:
+            await self._trim(vote.team)
+        return int(before["vote"]) if before else None
+
+    async def _trim(self, team: str) -> None:
+        """The team's oldest votes past the bound go (by time, then by id)."""
         stale = (
-            await self._votes.find({"team": vote.team}, {"_id": 1})
+            await self._votes.find({"team": team}, {"_id": 1})
             .sort([("at", DESCENDING), ("_id", DESCENDING)])
             .skip(self._keep)
             .limit(1000)
@@ -52,7 +63,6 @@ class MongoFeedback:
         )
         if stale:
             await self._votes.delete_many({"_id": {"$in": [d["_id"] for d in stale]}})
-        return int(before["vote"]) if before else None
 
     async def votes_on(self, team: TeamKey, reply_id: str) -> list[Vote]:
         await self._indexes()

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import astuple
 
 from bot.keys import PersonKey, TeamKey
-from bot.stores.feedback import VOTES_KEPT, FeedbackTotals, Vote, check_vote, totals_of
+from bot.stores.feedback import TRIM_EVERY, VOTES_KEPT, FeedbackTotals, Vote, check_vote, totals_of
 from bot.stores.sqlite_worker import SqliteWorker, transaction
 
 _COLUMNS = (
@@ -29,9 +29,13 @@ CREATE INDEX IF NOT EXISTS feedback_person ON feedback (person);
 
 
 class SqliteFeedback:
-    def __init__(self, worker: SqliteWorker, *, keep: int = VOTES_KEPT) -> None:
+    def __init__(
+        self, worker: SqliteWorker, *, keep: int = VOTES_KEPT, trim_every: int = TRIM_EVERY
+    ) -> None:
         self._db = worker
         self._keep = keep
+        self._trim_every = max(1, trim_every)
+        self._cast = 0
         self._ready = False
 
     async def _schema(self) -> None:
@@ -43,6 +47,8 @@ class SqliteFeedback:
         check_vote(vote)
         await self._schema()
         keep = self._keep
+        trim = self._cast % self._trim_every == 0
+        self._cast += 1
 
         def run(conn: sqlite3.Connection) -> int | None:
             with transaction(conn):
@@ -59,11 +65,12 @@ class SqliteFeedback:
                     astuple(vote),
                 )
                 # The team's oldest votes past the bound go (by time, then by row).
-                conn.execute(
-                    "DELETE FROM feedback WHERE n IN (SELECT n FROM feedback WHERE team = ? "
-                    "ORDER BY at DESC, n DESC LIMIT -1 OFFSET ?)",
-                    (vote.team, keep),
-                )
+                if trim:
+                    conn.execute(
+                        "DELETE FROM feedback WHERE n IN (SELECT n FROM feedback WHERE team = ? "
+                        "ORDER BY at DESC, n DESC LIMIT -1 OFFSET ?)",
+                        (vote.team, keep),
+                    )
                 return int(row[0]) if row else None
 
         return await self._db.call(run)

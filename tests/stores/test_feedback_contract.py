@@ -52,7 +52,7 @@ def vote(
 
 @pytest.fixture
 def feedback(store: Store) -> FeedbackStore:
-    kept = feedback_of(store, keep=5)
+    kept = feedback_of(store, keep=5, trim_every=1)
     assert kept is not None
     return kept
 
