@@ -34,7 +34,14 @@ from bot.memory.heard import Hearing
 from bot.memory.reconcile import Reconciler
 from bot.memory.session import CompressionPolicy, SessionMemory
 from bot.memory.structured import JsonAsker
-from bot.messages import HeardMessage, IncomingMessage, MessageRef, ReplySink, drop_quietly
+from bot.messages import (
+    MAX_REF_IDS,
+    HeardMessage,
+    IncomingMessage,
+    MessageRef,
+    ReplySink,
+    drop_quietly,
+)
 from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient, ModelError
 from bot.place_settings_cache import CachedPlaceSettings
@@ -282,14 +289,18 @@ class BotApp(ServesInbox):
 
     async def reply_deleted(self, ref: MessageRef) -> int:
         """Messages of the bot deleted on the platform: the votes on them go. Never raises."""
-        if self.feedback_desk is None or not ref.message_ids:
+        if self.feedback_desk is None or not isinstance(ref, MessageRef):
+            return 0
+        given = ref.message_ids if isinstance(ref.message_ids, tuple | list) else ()
+        ids = [i for i in given[:MAX_REF_IDS] if isinstance(i, str) and 0 < len(i) <= 200]
+        if not ids:
             return 0
         try:
-            return await self.feedback_desk.votes.drop_replies(
-                TeamKey(ref.platform, ref.team), ref.message_ids
-            )
+            return await self.feedback_desk.votes.drop_replies(TeamKey(ref.platform, ref.team), ids)
         except Exception:  # a store down or a bad id: the votes stay, one line says so
-            log.warning("feedback_drop_failed", extra={"fields": {"team": ref.team[:64]}})
+            log.warning(
+                "feedback_drop_failed", extra={"fields": {"platform": str(ref.platform)[:20]}}
+            )
             return 0
 
     async def feedback(self, click: FeedbackClick) -> FeedbackAnswer:
