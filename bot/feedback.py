@@ -93,15 +93,10 @@ class FeedbackAnswer:
     vote: int = 0  # the vote stored (0: none)
 
 
-class SinkWithFeedback:
-    """What a sink implements to carry feedback buttons: `rate_with` is called before `finish`
-    for a reply that answered (not for an apology)."""
-
-    def rate_with(self, ref: ReplyRef) -> None: ...
-
-
 def offer_feedback(sink: object, ref: ReplyRef) -> None:
-    """Hand the reply's turn to a sink that shows feedback buttons (others ignore it)."""
+    """Hand the reply's turn to a sink that shows feedback buttons: such a sink has
+    `rate_with(ref)`, called just before `finish` for a reply that answered (never for an
+    apology); other sinks are left as they are."""
     rate_with = getattr(sink, "rate_with", None)
     if callable(rate_with):
         rate_with(ref)
