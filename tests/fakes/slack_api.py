@@ -167,7 +167,18 @@ def invalid_blocks(blocks: Any) -> bool:
                 return True
             if not all(_context_action(e) for e in elements):
                 return True
-        elif kind not in ("rich_text", "divider", "context", "actions", "header", "image"):
+        elif kind == "actions":
+            elements = block.get("elements")
+            if not isinstance(elements, list) or not 1 <= len(elements) <= 25:
+                return True
+            for element in elements:  # feedback and icon buttons live in context_actions only
+                if not isinstance(element, dict) or element.get("type") in (
+                    "feedback_buttons",
+                    "icon_button",
+                    None,
+                ):
+                    return True
+        elif kind not in ("rich_text", "divider", "context", "header", "image"):
             return True
     return False
 

@@ -166,6 +166,7 @@ def test_the_fake_checks_the_blocks_as_slack_does() -> None:
         {**good, "elements": [{**element, "negative_button": {"value": "d"}}]},  # no text
         {**good, "elements": [element] * 6},  # more than 5
         {**good, "type": "feedback"},  # unknown block type
+        {**good, "type": "actions"},  # feedback buttons outside a context_actions block
         {"type": "section", "text": {"type": "mrkdwn", "text": "x" * 3001}},
     ]
     for block in bad:
