@@ -21,6 +21,7 @@ Every call goes through a copy of the client without slack_sdk's rate-limit retr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -226,6 +227,21 @@ class SlackReplySink:
             if part.strip()
         ]
         return [*sections[:MAX_SECTIONS], feedback_block(self._rated)]
+
+    async def _buttons_or_not(
+        self, method: str, send: Callable[[list[dict[str, Any]] | None], Awaitable[Any]], text: str
+    ) -> Any:
+        """Send the last message with its feedback buttons; if Slack refuses the blocks, log
+        it and send it without them (the answer never depends on the buttons)."""
+        blocks = self._final_blocks(text) or None
+        try:
+            return await send(blocks)
+        except Exception as exc:
+            if blocks is None or error_code(exc) != "invalid_blocks":
+                raise
+            api_failed(_LOG, method, exc, channel=self._target.channel, blocks="feedback")
+            self._rated = None
+            return await send(None)
 
     def abandon(self) -> None:
         """The turn was cut (shutdown) and its inbox entry handed back: stop what this sink
@@ -498,7 +514,18 @@ class SlackReplySink:
                     )
                     return
                 except Exception as exc:
-                    api_failed(_LOG, "chat.stopStream", exc, channel=channel)
+                    code = api_failed(_LOG, "chat.stopStream", exc, channel=channel)
+                    if buttons and code == "invalid_blocks":  # the answer without the buttons
+                        self._rated = None
+                        with contextlib.suppress(Exception):
+                            await self._required(
+                                "chat.stopStream",
+                                lambda: self._api.chat_stopStream(
+                                    channel=channel, ts=stream_ts, markdown_text=rest
+                                ),
+                                bound=self._config.final_wait_seconds,
+                            )
+                            return
             else:
                 try:
                     await self._required(
@@ -518,14 +545,20 @@ class SlackReplySink:
         """chat.update to the final text. `blocks=[]`: chat.update keeps a message's existing
         blocks unless told to drop them, and a streamed message is stored as blocks, so a
         text-only update would leave it unchanged. The `last` message gets the buttons."""
-        blocks = self._final_blocks(text) if last else []
-        await self._required(
-            "chat.update",
-            lambda: self._api.chat_update(
-                channel=self._target.channel, ts=ts, text=text, blocks=blocks
-            ),
-            bound=self._config.final_wait_seconds,
-        )
+
+        async def send(blocks: list[dict[str, Any]] | None) -> AsyncSlackResponse:
+            return await self._required(
+                "chat.update",
+                lambda: self._api.chat_update(
+                    channel=self._target.channel, ts=ts, text=text, blocks=blocks or []
+                ),
+                bound=self._config.final_wait_seconds,
+            )
+
+        if last:
+            await self._buttons_or_not("chat.update", send, text)
+        else:
+            await send(None)
 
     async def _replace(self, ts: str, final: str, long: bool) -> None:
         """Turn an existing (streamed or previewed) message into the final answer."""
@@ -591,19 +624,22 @@ class SlackReplySink:
             ts = self._reuse.pop(0)
             await self._update(ts, text, last=last)
             return ts
-        blocks = self._final_blocks(text) if last else None
-        resp = await self._required(
-            "chat.postMessage",
-            lambda: self._api.chat_postMessage(
-                channel=self._target.channel,
-                thread_ts=self._target.thread_ts,
-                text=text,
-                blocks=blocks or None,
-                unfurl_links=False,
-                unfurl_media=False,
-            ),
-            bound=self._config.final_wait_seconds,
-        )
+
+        async def send(blocks: list[dict[str, Any]] | None) -> AsyncSlackResponse:
+            return await self._required(
+                "chat.postMessage",
+                lambda: self._api.chat_postMessage(
+                    channel=self._target.channel,
+                    thread_ts=self._target.thread_ts,
+                    text=text,
+                    blocks=blocks,
+                    unfurl_links=False,
+                    unfurl_media=False,
+                ),
+                bound=self._config.final_wait_seconds,
+            )
+
+        resp = await (self._buttons_or_not("chat.postMessage", send, text) if last else send(None))
         return await self._note_posted(resp)
 
     # -- working indicator -------------------------------------------------------------------

@@ -357,6 +357,8 @@ class FakeSlack:
     bot_id: str = "BBOT"
     app_token: str = "xapp-1-test"
     streaming: bool = True
+    # Block types this "workspace" refuses with invalid_blocks (a client or plan without them).
+    refused_blocks: set[str] = field(default_factory=set)
     assistant: bool = True
     latency: float = 0.0
     calls: list[Call] = field(default_factory=list)
@@ -837,7 +839,7 @@ class FakeSlack:
         if len(text) > 40000:
             return {"ok": False, "error": "msg_too_long"}
         blocks = args.get("blocks")
-        if blocks is not None and invalid_blocks(blocks):
+        if blocks is not None and self._bad_blocks(blocks):
             return {"ok": False, "error": "invalid_blocks"}
         msg = self._new_message(args, who, text)
         if blocks:
@@ -854,7 +856,7 @@ class FakeSlack:
         if len(text) > 40000:
             return {"ok": False, "error": "msg_too_long"}
         blocks = args.get("blocks")
-        if blocks and invalid_blocks(blocks):
+        if blocks and self._bad_blocks(blocks):
             return {"ok": False, "error": "invalid_blocks"}
         msg.body = text
         if "blocks" in args:  # blocks=[] drops them; otherwise Slack keeps showing the old ones
@@ -914,7 +916,7 @@ class FakeSlack:
         if msg is None:
             return {"ok": False, "error": "message_not_in_streaming_state"}
         blocks = args.get("blocks")
-        if blocks is not None and invalid_blocks(blocks):
+        if blocks is not None and self._bad_blocks(blocks):
             return {"ok": False, "error": "invalid_blocks"}
         msg.text += self._chunk_text(args)
         msg.blocks = list(blocks or [])  # rendered at the bottom of the finished message
@@ -940,6 +942,11 @@ class FakeSlack:
             return {"ok": False, "error": "no_reaction"}
         shown.discard(mine)
         return {"ok": True}
+
+    def _bad_blocks(self, blocks: Any) -> bool:
+        if invalid_blocks(blocks):
+            return True
+        return any(isinstance(b, dict) and b.get("type") in self.refused_blocks for b in blocks)
 
     def feedback_click(
         self, ts: str, user: str, *, positive: bool = True, team: str | None = None

@@ -171,3 +171,16 @@ def test_the_fake_checks_the_blocks_as_slack_does() -> None:
     ]
     for block in bad:
         assert invalid_blocks([block]), json.dumps(block)[:200]
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_a_workspace_refusing_the_buttons_still_gets_the_answer(
+    slack_real: SlackHarness, streaming: bool
+) -> None:
+    fake = slack_real.fake
+    fake.streaming = streaming
+    fake.refused_blocks = {"context_actions"}
+    root = await slack_real.mention("still answered", channel="C1")
+    await slack_real.wait_done(root, timeout=10)
+    assert slack_real.replies("C1", thread_ts=root) == ["ok: still answered"]
+    assert not any(m.blocks for m in fake.bot_messages("C1", root))
