@@ -113,14 +113,16 @@ class DiscordReplySink:
         try:
             for index, part in enumerate(parts):
                 last = index == len(parts) - 1
-                view = feedback_view(self._rated) if last and self._rated else None
+                if last and self._rated is not None:
+                    await self._last_part(part, index)
+                    continue
                 if index < len(self._posted):
-                    if self._posted[index].content != part or view is not None:
-                        await self._edit(self._posted[index], part, view)
+                    if self._posted[index].content != part:
+                        await self._edit(self._posted[index], part, None)
                 else:
-                    sent = await self._send(part, index, view=view)
+                    sent = await self._send(part, index)
                     if sent.content != part:  # the nonce's earlier message: a re-run's preview
-                        await self._edit(sent, part, view)
+                        await self._edit(sent, part, None)
                     self._posted.append(sent)
         except Exception as exc:  # Forbidden, a deleted channel, a rate limit, the network
             self.failed = True
@@ -136,6 +138,25 @@ class DiscordReplySink:
             )
             if 0 < len(self._posted) < len(parts):
                 await self._say_cut()
+
+    async def _last_part(self, part: str, index: int) -> None:
+        """The reply's last message, with the feedback buttons; if Discord refuses them (a
+        400), logged and sent without them: the answer never depends on the buttons."""
+        for with_buttons in (True, False):
+            view = feedback_view(self._rated) if with_buttons and self._rated else None
+            try:
+                if index < len(self._posted):
+                    await self._edit(self._posted[index], part, view)
+                else:
+                    sent = await self._send(part, index, view=view)
+                    if sent.content != part or (view is not None and not sent.components):
+                        await self._edit(sent, part, view)  # a re-run's preview (the nonce's)
+                    self._posted.append(sent)
+                return
+            except discord.HTTPException as exc:
+                if view is None or exc.status != 400:
+                    raise
+                emit(_LOG, "discord_feedback_buttons_refused", logging.WARNING, code=exc.code)
 
     async def _say_cut(self) -> None:
         """Some parts went out and the rest could not (a long rate limit): say so on the last

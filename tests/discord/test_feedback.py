@@ -163,3 +163,23 @@ async def test_a_slow_vote_is_deferred_within_the_window_then_answered(
     assert clicked.responded_at is not None and clicked.responded_at - clicked.created < 3.0
     assert clicked.followups[0]["content"] == "noted"
     assert clicked.followups[0]["flags"] & EPHEMERAL
+
+
+async def test_refused_buttons_still_send_the_answer(
+    fake_discord: FakeDiscord,
+    start_discord: StartDiscord,
+    make_app: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Discord refusing the components (a 400) costs the buttons, never the answer."""
+    from tests.fakes import discord_api
+
+    monkeypatch.setattr(discord_api, "components_problem", lambda rows: "refused" if rows else None)
+    ada = fake_discord.add_user("Ada")
+    channel = first_channel(fake_discord, fake_discord.add_guild("Guild A"))
+    h = await start_discord(await make_app())
+    await fake_discord.user_says(channel, ada, f"{h.mention()} hello", mentions=[h.bot_id])
+    await fake_discord.wait_for(lambda: bool(fake_discord.bot_messages(channel)))
+    await h.idle()
+    (reply,) = fake_discord.bot_messages(channel)
+    assert reply["content"] == "ok: hello" and reply["components"] == []
