@@ -183,3 +183,22 @@ async def test_refused_buttons_still_send_the_answer(
     await h.idle()
     (reply,) = fake_discord.bot_messages(channel)
     assert reply["content"] == "ok: hello" and reply["components"] == []
+
+
+async def test_a_vote_in_a_dm(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any
+) -> None:
+    ada = fake_discord.add_user("Ada")
+    dm = fake_discord.dm_channel(ada)
+    app: BotApp = await make_app()
+    h = await start_discord(app)
+    await fake_discord.user_says(dm, ada, "hello there")
+    await fake_discord.wait_for(lambda: any(m["components"] for m in fake_discord.bot_messages(dm)))
+    await h.idle()
+    reply = fake_discord.bot_messages(dm)[-1]
+    clicked = await fake_discord.user_clicks(reply["id"], ada, label="Not helpful")
+    assert "Thanks" in await answered(fake_discord, clicked.token)
+    assert await votes(app, "@dm", reply["id"]) == [(ada, -1)]
+    assert app.feedback_desk is not None
+    (vote,) = await app.feedback_desk.votes.votes_on(TeamKey("discord", "@dm"), reply["id"])
+    assert vote.audience.startswith("dm:") and vote.thread == ""

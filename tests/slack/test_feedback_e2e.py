@@ -184,3 +184,15 @@ async def test_a_workspace_refusing_the_buttons_still_gets_the_answer(
     await slack_real.wait_done(root, timeout=10)
     assert slack_real.replies("C1", thread_ts=root) == ["ok: still answered"]
     assert not any(m.blocks for m in fake.bot_messages("C1", root))
+
+
+async def test_a_vote_in_a_dm(slack_real: SlackHarness) -> None:
+    fake, core = slack_real.fake, slack_real.core
+    assert isinstance(core, BotApp) and core.feedback_desk is not None
+    ts = await slack_real.dm("hello in private", user="U1")
+    await slack_real.wait_done(ts, timeout=10)
+    (reply,) = [m for m in fake.bot_messages("D1") if m.blocks]
+    await slack_real.interact(fake.feedback_click(reply.ts, "U1", positive=True))
+    await _ephemerals(fake, 1)
+    (vote,) = await core.feedback_desk.votes.votes_on(TeamKey("slack", "T0TEST"), reply.ts)
+    assert vote.vote == 1 and vote.audience.startswith("dm:")
