@@ -9,6 +9,7 @@ simulated in one script.
 Without `--channel` the conversation is a DM between that person and the bot (`dm-<user>`);
 with it, a channel (`--private` for a private one). `--at` dates the messages (for replaying
 conversations that happened earlier).
+After a reply, `/good` or `/bad` votes on it (again: changes the vote; `bot.feedback`).
 A line `/attach PATH` attaches that file to the next message (several such lines attach several
 files); an empty line right after them sends the files on their own.
 """
@@ -24,13 +25,17 @@ from typing import TextIO
 from adapters.console_files import AttachRefused, local_attachment
 from bot.command_registry import BY_NAME, LocalCommand, help_text
 from bot.core import BotCore, CommandRequest, NotifiesAdmins
+from bot.feedback import FeedbackClick, ReplyRef, vote
 from bot.keys import PersonKey
 from bot.messages import Attachment, IncomingMessage
+from bot.stores.feedback import DOWN, UP
 
 PLATFORM = "console"
 TEAM = "local"
 CONSOLE_COMMANDS = (
     LocalCommand("/attach PATH", "attach a file to your next message"),
+    LocalCommand("/good", "thumbs up on the last reply (again: change your vote)"),
+    LocalCommand("/bad", "thumbs down on the last reply"),
     LocalCommand("/help", "this list"),
     LocalCommand("/quit", "leave (or end of input)"),
 )
@@ -54,6 +59,10 @@ class ConsoleSink:
     out: TextIO
     stream: bool
     _streamed: bool = False
+    rated: ReplyRef | None = None  # the turn of the final reply, for `/good` and `/bad`
+
+    def rate_with(self, ref: ReplyRef) -> None:
+        self.rated = ref
 
     async def working(self) -> None:
         return None
@@ -112,6 +121,7 @@ async def run_console(
     pending: list[Attachment] = []
     if isinstance(core, NotifiesAdmins):
         core.set_admin_notice(ConsoleNotice(out))
+    last: ReplyRef | None = None  # the last reply `/good` and `/bad` vote on
     while True:
         line = await _read_line(interactive)
         if line is None:
@@ -130,6 +140,10 @@ async def run_console(
             continue
         if text in ("/quit", "/exit"):
             return 0
+        if text in ("/good", "/bad"):
+            out.write(await _vote(core, user, last, UP if text == "/good" else DOWN) + "\n")
+            out.flush()
+            continue
         if text in ("/help", "/?"):
             out.write(help_text(CONSOLE_COMMANDS) + "\n")
             out.flush()
@@ -156,4 +170,21 @@ async def run_console(
             attachments=tuple(pending),
         )
         pending = []
-        await core.handle_message(message, ConsoleSink(out=out, stream=interactive))
+        sink = ConsoleSink(out=out, stream=interactive)
+        await core.handle_message(message, sink)
+        last = sink.rated
+
+
+async def _vote(core: BotCore, user: str, last: ReplyRef | None, value: int) -> str:
+    """`/good` / `/bad`: the vote on the last reply (its turn id stands for the reply's id)."""
+    if last is None:
+        return "There's no reply of mine to vote on yet."
+    click = FeedbackClick(
+        platform=PLATFORM,
+        team=TEAM,
+        user=user,
+        where=last.session.thread or last.session.channel,
+        reply_id=last.turn_id,
+        token=last.token(value),
+    )
+    return (await vote(core, click)).text

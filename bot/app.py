@@ -23,6 +23,7 @@ from bot.config import Settings
 from bot.config_command import ConfigCommands
 from bot.core import AdminNotice, CommandReply, CommandRequest, MessageChange
 from bot.embeddings.endpoint import EndpointEmbedder
+from bot.feedback import NO_FEEDBACK, FeedbackAnswer, FeedbackClick, FeedbackDesk
 from bot.files.intake import FileLimits, too_many_files_reply
 from bot.files.vision import Vision
 from bot.inbox import InboxWorker, ServesInbox
@@ -34,7 +35,14 @@ from bot.memory.heard import Hearing
 from bot.memory.reconcile import Reconciler
 from bot.memory.session import CompressionPolicy, SessionMemory
 from bot.memory.structured import JsonAsker
-from bot.messages import HeardMessage, IncomingMessage, MessageRef, ReplySink, drop_quietly
+from bot.messages import (
+    MAX_REF_IDS,
+    HeardMessage,
+    IncomingMessage,
+    MessageRef,
+    ReplySink,
+    drop_quietly,
+)
 from bot.metered import MeteredModel, record_turn
 from bot.model import ModelClient, ModelError
 from bot.place_settings_cache import CachedPlaceSettings
@@ -48,6 +56,7 @@ from bot.policy import (
 from bot.ratelimit import DROP, Rate, TurnLimiter
 from bot.settings_overview import SettingsOverview, team_overview
 from bot.stores.factory import open_cache, open_durable_kv, open_inbox, open_store
+from bot.stores.feedback import FeedbackVoters, feedback_of
 from bot.stores.heard import open_heard_store
 from bot.stores.inbox import Inbox
 from bot.stores.inbox_sqlite import SqliteInbox
@@ -192,6 +201,7 @@ class BotApp(ServesInbox):
             vision=Vision(settings.bot_vision, settings.bot_model),
             recall=episodic.recall if episodic is not None else None,
             heard=heard.earlier if heard is not None else None,
+            default_model=settings.bot_model,
         )
         self.commands = CommandHandler(
             store,
@@ -224,6 +234,14 @@ class BotApp(ServesInbox):
             self.usage, self.meter.pending, is_admin=self.commands.is_admin
         )
         self.changes.heard = heard
+        # Thumbs up/down on final replies (bot.feedback): one store write per click.
+        votes = feedback_of(store)
+        self.feedback_desk = (
+            FeedbackDesk(votes, store, default_model=settings.bot_model) if votes else None
+        )
+        if votes is not None:
+            self.runner.feedback = True
+            self.commands.eraser.tiers.append(FeedbackVoters(votes))
         if heard is not None:
             heard.apply_change = self._apply_heard_change
         if isinstance(inbox, SqliteInbox):  # its WAL holds handled messages until compacted
@@ -318,7 +336,31 @@ class BotApp(ServesInbox):
         return await self.commands.handle(clean_request(request))
 
     async def message_deleted(self, ref: MessageRef) -> MessageChange:
-        return await self.changes.deleted(ref)
+        change = await self.changes.deleted(ref)
+        await self.reply_deleted(ref)
+        return change
+
+    async def reply_deleted(self, ref: MessageRef) -> int:
+        """Messages of the bot deleted on the platform: the votes on them go. Never raises."""
+        if self.feedback_desk is None or not isinstance(ref, MessageRef):
+            return 0
+        given = ref.message_ids if isinstance(ref.message_ids, tuple | list) else ()
+        ids = [i for i in given[:MAX_REF_IDS] if isinstance(i, str) and 0 < len(i) <= 200]
+        if not ids:
+            return 0
+        try:
+            return await self.feedback_desk.votes.drop_replies(TeamKey(ref.platform, ref.team), ids)
+        except Exception:  # a store down or a bad id: the votes stay, one line says so
+            log.warning(
+                "feedback_drop_failed", extra={"fields": {"platform": str(ref.platform)[:20]}}
+            )
+            return 0
+
+    async def feedback(self, click: FeedbackClick) -> FeedbackAnswer:
+        """A feedback button pressed (`bot.feedback`): checked against the stored turn, kept."""
+        if self.feedback_desk is None:
+            return FeedbackAnswer(NO_FEEDBACK, ok=False)
+        return await self.feedback_desk.click(click)
 
     async def message_edited(self, ref: MessageRef, text: str) -> MessageChange:
         return await self.changes.edited(ref, text)

@@ -130,6 +130,7 @@ class ReplySink(Protocol):
     `working` is called once before the model is asked (show a reaction or a status);
     `delta` with each streamed text chunk (may never be called); `finish` exactly once with the
     whole final text, also when the turn failed (then the text is a friendly apology).
+    A sink that shows feedback buttons also has `rate_with(ref)` (`bot.feedback.offer_feedback`).
     """
 
     async def working(self) -> None: ...

@@ -4,8 +4,9 @@ A dedicated `CollectorRegistry` (not the process-global default) keeps tests and
 one process from clashing on metric names, and keeps /metrics free of unrelated collectors.
 
 Who increments what:
-- the core (turn loop, model client, tool engine, summaries): `TURNS`, `TURN_LATENCY`,
-  `MODEL_LATENCY`, `MODEL_TOKENS`, `TOOL_CALLS`, `ERRORS`, `SUMMARIES`;
+- the core (turn loop, model client, tool engine, summaries, feedback): `TURNS`,
+  `TURN_LATENCY`, `MODEL_LATENCY`, `MODEL_TOKENS`, `TOOL_CALLS`, `ERRORS`, `SUMMARIES`,
+  `FEEDBACK_VOTES`;
 - adapters: `EVENTS`, `DEDUPLICATED_EVENTS`, `ACK_LATENCY`, `PLATFORM_API_ERRORS`, `ERRORS`,
   `EVENT_LOOP_LAG`, `TURNS_WAITING`, `REJECTED_REQUESTS`, `DROPPED_MESSAGES`.
 
@@ -135,6 +136,13 @@ DROPPED_MESSAGES = Counter(
     "bot_dropped_messages_total",
     "Messages deliberately not answered, by platform and reason (rate_limited | edited ...).",
     ["platform", "reason"],
+    registry=REGISTRY,
+)
+FEEDBACK_VOTES = Counter(
+    "bot_feedback_votes_total",
+    "Feedback votes on final replies stored (a changed vote counts again), by platform and "
+    "vote (up | down). No person, team or reply ids.",
+    ["platform", "vote"],
     registry=REGISTRY,
 )
 TURNS_REFUSED = Counter(

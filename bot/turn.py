@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from bot import tracing
 from bot.audience import META_AUDIENCE
+from bot.feedback import META_MODEL, ReplyRef, offer_feedback
 from bot.files.intake import FileLimits
 from bot.files.prepare import FileInput, prepare_files
 from bot.files.vision import Vision
@@ -148,6 +149,7 @@ class TurnResult:
     request_tokens: list[int] = field(default_factory=list)
     duration_ms: float = 0.0
     needs_compression: bool = False
+    user_seq: int = 0  # seq of the person's message it answered (feedback buttons point at it)
 
 
 @dataclass
@@ -236,7 +238,10 @@ class TurnRunner:
         vision: Vision | None = None,
         recall: Recall | None = None,
         heard: Heard | None = None,
+        default_model: str = "",
     ) -> None:
+        self.default_model = default_model  # named on the reply's record (feedback by model)
+        self.feedback = False  # replies carry feedback buttons (`bot.feedback`)
         self.recall = recall
         self.heard = heard
         self.model = model
@@ -316,6 +321,8 @@ class TurnRunner:
             result.outcome, result.reply = "error", INTERNAL_ERROR_REPLY
         result.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         failed = result.outcome in {"model_error", "timeout", "error", "store_unavailable"}
+        if self.feedback and not failed and result.user_seq:
+            offer_feedback(sink, ReplyRef(msg.session, result.turn_id, result.user_seq))
         try:
             await sink.finish(result.reply, error=failed)
         except Exception:
@@ -381,6 +388,7 @@ class TurnRunner:
             result.turn_id = prior.turn_id
             if prior.reply is not None:
                 result.reply, result.outcome = prior.reply, "replayed"
+                result.user_seq = prior.user.seq
                 log.info("turn_replayed", extra={"fields": {"turn_id": result.turn_id}})
                 return None
             history = history[: prior.index]
@@ -466,6 +474,7 @@ class TurnRunner:
                 meta=meta,
             )
             (stored_user,) = await self.memory.append(msg.session, turn.hot, [user_msg])
+        turn.result.user_seq = stored_user.seq
         view = MemoryView(
             speaker_facts=turn.facts,
             pinned=turn.hot.state.pinned,
@@ -578,6 +587,7 @@ class TurnRunner:
             turn_id=result.turn_id,
             meta={
                 META_AUDIENCE: ex.ctx.audience,
+                META_MODEL: turn.policy.model or self.default_model,
                 **off_meta(turn.policy.memory),
                 **({"private": True} if private else {}),
             },

@@ -58,8 +58,10 @@ class ContinuingReplySink(DiscordReplySink):
         self._on_posted = on_posted
         self._channel_id = channel_id
 
-    async def _send(self, content: str, index: int) -> discord.Message:
-        sent = await super()._send(content, index)
+    async def _send(
+        self, content: str, index: int, *, view: discord.ui.View | None = None
+    ) -> discord.Message:
+        sent = await super()._send(content, index, view=view)
         if self._on_posted is not None:
             ids = [m.id for m in self._posted]
             if sent.id not in ids:

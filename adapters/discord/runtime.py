@@ -21,6 +21,7 @@ from adapters.common.tasks import TaskTracker
 from adapters.discord.commands import DiscordCommands
 from adapters.discord.commandsync import CommandSync
 from adapters.discord.config import DiscordConfig
+from adapters.discord.feedback import DiscordFeedback
 from adapters.discord.gateway_guard import guard_gateway, log_event_error
 from adapters.discord.handlers import INBOX_KIND, DiscordHandlers
 from adapters.discord.intents import (
@@ -81,6 +82,8 @@ class DiscordRuntime:
         self.client.event(self.on_raw_bulk_message_delete)
         self.client.event(self.on_raw_message_edit)
         self.client.event(self.on_ready)
+        self.feedback = DiscordFeedback(core)
+        self.client.event(self.on_interaction)
         self.client.event(self.on_resumed)
         self.client.on_error = log_event_error  # type: ignore[method-assign]
 
@@ -107,6 +110,10 @@ class DiscordRuntime:
             event_loop=running_loop_name(),
         )
         self.ready.set()
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        """Clicks on the feedback buttons (slash commands go through the command tree)."""
+        await self.feedback.on_interaction(interaction)
 
     async def on_resumed(self) -> None:
         emit(_LOG, "discord_resumed")

@@ -26,8 +26,10 @@ import discord
 from adapters.common.logs import emit
 from adapters.common.split import close_fence, split_message
 from adapters.discord.config import MESSAGE_LIMIT, DiscordConfig
+from adapters.discord.feedback import feedback_view
 from adapters.discord.rest_errors import REST_ERRORS, rest_error_fields
 from bot import metrics
+from bot.feedback import ReplyRef
 
 _LOG = logging.getLogger(__name__)
 PREVIEW_MARK = " …"
@@ -66,6 +68,11 @@ class DiscordReplySink:
         self._typing: Any = None
         self.finished = False
         self.failed = False
+        self._rated: ReplyRef | None = None  # the reply's turn: its last part gets the buttons
+
+    def rate_with(self, ref: ReplyRef) -> None:
+        """The final reply answers a turn: its last message carries the feedback buttons."""
+        self._rated = ref
 
     # ReplySink ---------------------------------------------------------------------------------
 
@@ -105,13 +112,17 @@ class DiscordReplySink:
         parts = split_message(text.strip() or "…", MESSAGE_LIMIT)
         try:
             for index, part in enumerate(parts):
+                last = index == len(parts) - 1
+                if last and self._rated is not None:
+                    await self._last_part(part, index)
+                    continue
                 if index < len(self._posted):
                     if self._posted[index].content != part:
-                        await self._posted[index].edit(content=part, allowed_mentions=self._allowed)
+                        await self._edit(self._posted[index], part, None)
                 else:
                     sent = await self._send(part, index)
                     if sent.content != part:  # the nonce's earlier message: a re-run's preview
-                        await sent.edit(content=part, allowed_mentions=self._allowed)
+                        await self._edit(sent, part, None)
                     self._posted.append(sent)
         except Exception as exc:  # Forbidden, a deleted channel, a rate limit, the network
             self.failed = True
@@ -127,6 +138,25 @@ class DiscordReplySink:
             )
             if 0 < len(self._posted) < len(parts):
                 await self._say_cut()
+
+    async def _last_part(self, part: str, index: int) -> None:
+        """The reply's last message, with the feedback buttons; if Discord refuses them (a
+        400), logged and sent without them: the answer never depends on the buttons."""
+        for with_buttons in (True, False):
+            view = feedback_view(self._rated) if with_buttons and self._rated else None
+            try:
+                if index < len(self._posted):
+                    await self._edit(self._posted[index], part, view)
+                else:
+                    sent = await self._send(part, index, view=view)
+                    if sent.content != part or (view is not None and not sent.components):
+                        await self._edit(sent, part, view)  # a re-run's preview (the nonce's)
+                    self._posted.append(sent)
+                return
+            except discord.HTTPException as exc:
+                if view is None or exc.status != 400:
+                    raise
+                emit(_LOG, "discord_feedback_buttons_refused", logging.WARNING, code=exc.code)
 
     async def _say_cut(self) -> None:
         """Some parts went out and the rest could not (a long rate limit): say so on the last
@@ -198,16 +228,34 @@ class DiscordReplySink:
 
     # REST ------------------------------------------------------------------------------------
 
-    async def _send(self, content: str, index: int) -> discord.Message:
+    async def _send(
+        self, content: str, index: int, *, view: discord.ui.View | None = None
+    ) -> discord.Message:
         reference = None
         if index == 0 and self._reply_to is not None:
             reference = self._reply_to.to_reference(fail_if_not_exists=False)
+        if view is None:
+            return await self._target.send(
+                content,
+                reference=reference,  # type: ignore[arg-type]
+                allowed_mentions=self._allowed,
+                nonce=part_nonce(self._seed, index),
+            )
         return await self._target.send(
             content,
             reference=reference,  # type: ignore[arg-type]
             allowed_mentions=self._allowed,
             nonce=part_nonce(self._seed, index),
+            view=view,
         )
+
+    async def _edit(
+        self, message: discord.Message, content: str, view: discord.ui.View | None
+    ) -> None:
+        if view is None:
+            await message.edit(content=content, allowed_mentions=self._allowed)
+        else:
+            await message.edit(content=content, allowed_mentions=self._allowed, view=view)
 
     async def _stop_typing(self) -> None:
         typing, self._typing = self._typing, None

@@ -9,11 +9,15 @@ by the authorizer (`TokenRotation`, over the same client).
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import aiohttp
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization.async_authorize import AsyncAuthorize
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.middleware.ignoring_self_events.async_ignoring_self_events import (
+    AsyncIgnoringSelfEvents,
+)
 from slack_bolt.oauth.async_oauth_settings import AsyncOAuthSettings
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -39,6 +43,33 @@ from bot.core import BotCore
 from bot.eventloop import running_loop_name
 
 _LOG = logging.getLogger(__name__)
+
+
+class _IgnoringSelfEventsButDeletions(AsyncIgnoringSelfEvents):
+    """Bolt's own filter of the bot's own events, letting one kind through: a deletion of one
+    of the bot's messages (its votes go, `adapters.slack.feedback.own_reply_deleted`). Routing
+    and the record of heard messages ignore the bot's own messages themselves."""
+
+    @classmethod
+    def _is_self_event(cls, auth_result: Any, user_id: Any, bot_id: Any, body: Any) -> bool:
+        event = body.get("event") if isinstance(body, dict) else None
+        if isinstance(event, dict) and event.get("subtype") == "message_deleted":
+            return False
+        return bool(super()._is_self_event(auth_result, user_id, bot_id, body))
+
+
+def keep_own_deletions(app: AsyncApp) -> None:
+    """Swap Bolt's self-event filter for the one that lets the bot's own deletions through."""
+    middleware = app._async_middleware_list
+    for i, item in enumerate(middleware):
+        if type(item) is AsyncIgnoringSelfEvents:
+            middleware[i] = _IgnoringSelfEventsButDeletions(
+                base_logger=app._base_logger,
+                ignoring_self_assistant_message_events_enabled=(
+                    item.ignoring_self_assistant_message_events_enabled
+                ),
+            )
+
 
 INSTALL_PATH = "/slack/install"
 REDIRECT_PATH = "/slack/oauth_redirect"
@@ -116,6 +147,7 @@ class SlackRuntime:
             process_before_response=False,
             ignoring_self_events_enabled=True,
         )
+        keep_own_deletions(self.app)
         if oauth_settings is None and self.app.oauth_flow is not None:
             # Bolt builds an OAuth flow (with a file store) from these variables on its own.
             raise SlackConfigError(

@@ -31,6 +31,8 @@ from adapters.slack.channels import ChannelDirectory
 from adapters.slack.commands import COMMANDS, SlashCommands
 from adapters.slack.config import SlackConfig
 from adapters.slack.errors import api_failed
+from adapters.slack.feedback import ACTION_ID as FEEDBACK_ACTION
+from adapters.slack.feedback import SlackFeedback, own_reply_deleted
 from adapters.slack.files import SlackFiles
 from adapters.slack.heard import hear_event
 from adapters.slack.home import AppHome
@@ -41,6 +43,7 @@ from adapters.slack.threads import ThreadTracker, earlier_fetcher, find_earlier_
 from adapters.slack.users import UserDirectory
 from bot import metrics
 from bot.core import BotCore, NotifiesAdmins, heard_all
+from bot.feedback import reply_deleted
 from bot.inbox import Delivery, InboxItem, RetryLater
 from bot.keys import SessionKey, TeamKey
 from bot.messages import IncomingMessage, MessageRef
@@ -125,6 +128,7 @@ class SlackHandlers:
 
             core.set_admin_notice(SlackAdminNotice(self.client_for))
         self.home = AppHome(core, self.users)
+        self.feedback = SlackFeedback(core, tasks)
         # Messages deleted in Slack, seen here: a turn still waiting for one is not run (the
         # deletion, queued after it in the same conversation, erases what it stored anyway).
         self.deleted: TTLCache[tuple[str, str, str], bool] = TTLCache(20_000, 3600.0)
@@ -140,6 +144,8 @@ class SlackHandlers:
         # Every command takes one path: acked at once, answered through its response_url.
         for name in COMMANDS:
             app.command(f"/{name}")(self.commands.on_command)
+        # Thumbs up/down on final replies (`block_actions` of the feedback buttons).
+        app.action(FEEDBACK_ACTION)(self.feedback.on_click)
         # Subscribed in the manifest in both modes: acknowledged and logged even without an
         # installation store (single workspace), so Bolt never answers Slack 404.
         app.event("app_uninstalled")(self.on_app_uninstalled)
@@ -252,7 +258,13 @@ class SlackHandlers:
             allow_bots=self.config.allow_bot_messages,
         )
         if change is None:
-            _handled(body, "ignored")
+            gone = own_reply_deleted(
+                event, team=team, bot_user_id=context.bot_user_id, bot_id=context.bot_id
+            )
+            if gone is not None:  # one of the bot's replies: the votes on it go (no inbox)
+                with contextlib.suppress(RuntimeError):  # shutting down: they stay
+                    self.tasks.spawn(reply_deleted(self.core, gone), name="slack-reply-deleted")
+            _handled(body, "deleted" if gone is not None else "ignored")
             return BoltResponse(status=200, body="")
         if change.kind == "deleted":
             self.deleted[(change.team, change.channel, change.message_ts)] = True

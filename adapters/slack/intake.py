@@ -184,6 +184,16 @@ def _check_shape(body: dict[str, Any]) -> None:
             raise _malformed(f"field {key} has the wrong type")
         if isinstance(value, dict) and "id" in value and not isinstance(value["id"], str):
             raise _malformed(f"field {key}.id has the wrong type")
+    actions = body.get("actions")  # interactivity: Bolt's matchers read each action's ids
+    if actions is not None and (
+        not isinstance(actions, list)
+        or not all(
+            isinstance(a, dict)
+            and all(isinstance(a.get(k, ""), str) for k in ("action_id", "block_id", "type"))
+            for a in actions
+        )
+    ):
+        raise _malformed("field actions has the wrong type")
     auths = body.get("authorizations")
     if auths is not None and (
         not isinstance(auths, list) or not all(isinstance(a, dict) for a in auths)

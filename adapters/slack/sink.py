@@ -21,6 +21,7 @@ Every call goes through a copy of the client without slack_sdk's rate-limit retr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,12 +36,16 @@ from adapters.slack.budget import WebApiBudget, retry_after
 from adapters.slack.clients import client_like
 from adapters.slack.config import SlackConfig
 from adapters.slack.errors import api_failed, error_code
+from adapters.slack.feedback import feedback_block
 from adapters.slack.mrkdwn import markdown_to_mrkdwn, split_message, truncate
 from bot import metrics
+from bot.feedback import ReplyRef
 
 _LOG = logging.getLogger(__name__)
 
 EMPTY_ANSWER = "(no answer)"
+SECTION_LIMIT = 3000  # Block Kit: a section's text
+MAX_SECTIONS = 49  # Block Kit: 50 blocks a message, one is the feedback buttons
 # Errors meaning "this workspace/app cannot use that API": stop trying it for the team.
 _UNSUPPORTED = {
     "unknown_method",
@@ -136,6 +141,7 @@ class SlackReplySink:
         self._stop = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
         self._finished = False
+        self._rated: ReplyRef | None = None  # the reply's turn: its last message gets buttons
         self._first_delta_at = 0.0
         self.posted: list[str] = []  # ts of every message this sink created
         self._on_posted = on_posted
@@ -204,6 +210,38 @@ class SlackReplySink:
             self._first_delta_at = asyncio.get_running_loop().time()
             self._flusher = asyncio.create_task(self._run_flusher(), name="slack-sink-flusher")
         self._wake.set()
+
+    def rate_with(self, ref: ReplyRef) -> None:
+        """The final reply answers a turn: its last message carries the feedback buttons."""
+        self._rated = ref
+
+    def _final_blocks(self, text: str) -> list[dict[str, Any]]:
+        """The last message's blocks: its text (a message with blocks shows them, not its
+        `text`) in sections of at most 3,000 characters, then the feedback buttons; [] when
+        the reply has none (blocks=[] also drops a streamed message's own blocks)."""
+        if self._rated is None:
+            return []
+        sections = [
+            {"type": "section", "text": {"type": "mrkdwn", "text": part}}
+            for part in split_message(text, SECTION_LIMIT)
+            if part.strip()
+        ]
+        return [*sections[:MAX_SECTIONS], feedback_block(self._rated)]
+
+    async def _buttons_or_not(
+        self, method: str, send: Callable[[list[dict[str, Any]] | None], Awaitable[Any]], text: str
+    ) -> Any:
+        """Send the last message with its feedback buttons; if Slack refuses the blocks, log
+        it and send it without them (the answer never depends on the buttons)."""
+        blocks = self._final_blocks(text) or None
+        try:
+            return await send(blocks)
+        except Exception as exc:
+            if blocks is None or error_code(exc) != "invalid_blocks":
+                raise
+            api_failed(_LOG, method, exc, channel=self._target.channel, blocks="feedback")
+            self._rated = None
+            return await send(None)
 
     def abandon(self) -> None:
         """The turn was cut (shutdown) and its inbox entry handed back: stop what this sink
@@ -464,17 +502,30 @@ class SlackReplySink:
             fits = not long and len(final) <= self._config.stream_limit
             if self._mode == "stream" and fits and final.startswith(streamed):
                 rest = final[len(streamed) :] or None
+                # chat.stopStream renders `blocks` at the bottom of the finished message.
+                buttons = [feedback_block(self._rated)] if self._rated else None
                 try:
                     await self._required(
                         "chat.stopStream",
                         lambda: self._api.chat_stopStream(
-                            channel=channel, ts=stream_ts, markdown_text=rest
+                            channel=channel, ts=stream_ts, markdown_text=rest, blocks=buttons
                         ),
                         bound=self._config.final_wait_seconds,
                     )
                     return
                 except Exception as exc:
-                    api_failed(_LOG, "chat.stopStream", exc, channel=channel)
+                    code = api_failed(_LOG, "chat.stopStream", exc, channel=channel)
+                    if buttons and code == "invalid_blocks":  # the answer without the buttons
+                        self._rated = None
+                        with contextlib.suppress(Exception):
+                            await self._required(
+                                "chat.stopStream",
+                                lambda: self._api.chat_stopStream(
+                                    channel=channel, ts=stream_ts, markdown_text=rest
+                                ),
+                                bound=self._config.final_wait_seconds,
+                            )
+                            return
             else:
                 try:
                     await self._required(
@@ -490,34 +541,42 @@ class SlackReplySink:
         else:
             await self._post_new(final, long)
 
-    async def _update(self, ts: str, text: str) -> None:
+    async def _update(self, ts: str, text: str, *, last: bool = False) -> None:
         """chat.update to the final text. `blocks=[]`: chat.update keeps a message's existing
         blocks unless told to drop them, and a streamed message is stored as blocks, so a
-        text-only update would leave it unchanged."""
-        await self._required(
-            "chat.update",
-            lambda: self._api.chat_update(
-                channel=self._target.channel, ts=ts, text=text, blocks=[]
-            ),
-            bound=self._config.final_wait_seconds,
-        )
+        text-only update would leave it unchanged. The `last` message gets the buttons."""
+
+        async def send(blocks: list[dict[str, Any]] | None) -> AsyncSlackResponse:
+            return await self._required(
+                "chat.update",
+                lambda: self._api.chat_update(
+                    channel=self._target.channel, ts=ts, text=text, blocks=blocks or []
+                ),
+                bound=self._config.final_wait_seconds,
+            )
+
+        if last:
+            await self._buttons_or_not("chat.update", send, text)
+        else:
+            await send(None)
 
     async def _replace(self, ts: str, final: str, long: bool) -> None:
         """Turn an existing (streamed or previewed) message into the final answer."""
         if long and await self._upload(final):
-            await self._update(ts, self._long_note(final))
+            await self._update(ts, self._long_note(final), last=True)
             return
         parts = self._parts_of(final, long)
-        await self._update(ts, parts[0])
-        for part in parts[1:]:
-            await self._post(part)
+        await self._update(ts, parts[0], last=len(parts) == 1)
+        for i, part in enumerate(parts[1:], start=2):
+            await self._post(part, last=i == len(parts))
 
     async def _post_new(self, final: str, long: bool) -> None:
         if long and await self._upload(final):
-            await self._post(self._long_note(final))
+            await self._post(self._long_note(final), last=True)
             return
-        for part in self._parts_of(final, long):
-            await self._post(part)
+        parts = self._parts_of(final, long)
+        for i, part in enumerate(parts, start=1):
+            await self._post(part, last=i == len(parts))
 
     def _parts_of(self, final: str, long: bool) -> list[str]:
         """The answer as messages; a long one (its file upload failed) bounded, with a note."""
@@ -560,22 +619,27 @@ class SlackReplySink:
             return False
         return True
 
-    async def _post(self, text: str) -> str:
+    async def _post(self, text: str, *, last: bool = False) -> str:
         if self._reuse:  # a part an earlier attempt posted: it becomes this part
             ts = self._reuse.pop(0)
-            await self._update(ts, text)
+            await self._update(ts, text, last=last)
             return ts
-        resp = await self._required(
-            "chat.postMessage",
-            lambda: self._api.chat_postMessage(
-                channel=self._target.channel,
-                thread_ts=self._target.thread_ts,
-                text=text,
-                unfurl_links=False,
-                unfurl_media=False,
-            ),
-            bound=self._config.final_wait_seconds,
-        )
+
+        async def send(blocks: list[dict[str, Any]] | None) -> AsyncSlackResponse:
+            return await self._required(
+                "chat.postMessage",
+                lambda: self._api.chat_postMessage(
+                    channel=self._target.channel,
+                    thread_ts=self._target.thread_ts,
+                    text=text,
+                    blocks=blocks,
+                    unfurl_links=False,
+                    unfurl_media=False,
+                ),
+                bound=self._config.final_wait_seconds,
+            )
+
+        resp = await (self._buttons_or_not("chat.postMessage", send, text) if last else send(None))
         return await self._note_posted(resp)
 
     # -- working indicator -------------------------------------------------------------------

@@ -143,6 +143,46 @@ class Interaction:
     payload: dict[str, Any] = field(default_factory=dict)  # the INTERACTION_CREATE data
 
 
+BUTTON_STYLES = {1, 2, 3, 4, 5, 6}
+
+
+def components_problem(rows: Any) -> str | None:
+    """Why Discord would refuse these message components (legacy action rows of buttons), or
+    None: at most 5 rows, 1 to 5 buttons a row, a label of at most 80 characters, a custom_id
+    of 1 to 100 characters on every button but a link (which has a url and no custom_id)."""
+    if not isinstance(rows, list) or len(rows) > 5:
+        return "at most 5 action rows"
+    seen: set[str] = set()
+    for row in rows:
+        if not isinstance(row, dict) or row.get("type") != 1:
+            return "a top-level component must be an action row"
+        items = row.get("components")
+        if not isinstance(items, list) or not 1 <= len(items) <= 5:
+            return "an action row holds 1 to 5 buttons"
+        for item in items:
+            if not isinstance(item, dict) or item.get("type") != 2:
+                return "unknown component type"
+            style = item.get("style")
+            label = item.get("label")
+            if style not in BUTTON_STYLES:
+                return "unknown button style"
+            if label is not None and (not isinstance(label, str) or len(label) > 80):
+                return "a label is at most 80 characters"
+            if label is None and item.get("emoji") is None:
+                return "a button needs a label or an emoji"
+            custom_id = item.get("custom_id")
+            if style == 5:
+                if custom_id is not None or not isinstance(item.get("url"), str):
+                    return "a link button has a url and no custom_id"
+                continue
+            if not isinstance(custom_id, str) or not 1 <= len(custom_id) <= 100:
+                return "custom_id is required, 1 to 100 characters"
+            if custom_id in seen:
+                return "custom_id must be unique in a message"
+            seen.add(custom_id)
+    return None
+
+
 def user_obj(user_id: str, name: str, *, bot: bool = False) -> dict[str, Any]:
     return {
         "id": user_id,
@@ -569,6 +609,57 @@ class FakeDiscord:
         await self.dispatch("INTERACTION_CREATE", payload)
         return interaction
 
+    async def user_clicks(
+        self,
+        message_id: str,
+        user_id: str,
+        *,
+        label: str | None = None,
+        custom_id: str | None = None,
+        guild_id: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> Interaction:
+        """A user presses a button of a message: INTERACTION_CREATE of type 3 (message
+        component), as Discord sends it. The button is the one labelled `label` (or the first);
+        `custom_id`, `guild_id` and `data` override what Discord would send (hostile tests)."""
+        message = self.messages[message_id]
+        buttons = [c for row in message.get("components") or [] for c in row["components"]]
+        if custom_id is None:
+            chosen = next(b for b in buttons if label is None or b.get("label") == label)
+            custom_id = chosen["custom_id"]
+        channel = self.channels[message["channel_id"]]
+        guild = guild_id if guild_id is not None else channel.get("guild_id")
+        interaction = Interaction(id=time_snowflake(), token=f"itoken-{snowflake()}", created=0.0)
+        payload: dict[str, Any] = {
+            "id": interaction.id,
+            "application_id": self.app_id,
+            "type": 3,
+            "token": interaction.token,
+            "version": 1,
+            "channel_id": message["channel_id"],
+            "channel": {k: v for k, v in channel.items() if k != "recipients"},
+            "message": {k: v for k, v in message.items() if k not in ("file_bodies",)},
+            "data": data if data is not None else {"custom_id": custom_id, "component_type": 2},
+            "locale": "en-US",
+            "app_permissions": str((1 << 53) - 1),
+            "entitlements": [],
+            "authorizing_integration_owners": {"0": guild or "0"},
+            "context": 0 if guild else 1,
+            "attachment_size_limit": 10 * 1024 * 1024,
+        }
+        user = self.users[user_id]
+        if guild is not None:
+            payload["guild_id"] = guild
+            payload["guild_locale"] = "en-US"
+            payload["member"] = {**self._member(user), "permissions": "0"}
+        else:
+            payload["user"] = user
+        self.interactions[interaction.token] = interaction
+        interaction.created = time.monotonic()
+        interaction.payload = payload
+        await self.dispatch("INTERACTION_CREATE", payload)
+        return interaction
+
     async def replay_interaction(self, interaction: Interaction) -> None:
         """The same INTERACTION_CREATE again (as a gateway proxy or a second session might)."""
         await self.dispatch("INTERACTION_CREATE", interaction.payload)
@@ -941,6 +1032,8 @@ class FakeDiscord:
                 return problem
             if "content" in (body or {}):
                 message["content"] = body["content"]
+            if "components" in (body or {}):
+                message["components"] = list(body["components"] or [])
             message["edited_timestamp"] = _now_iso()
             message["edits"] = message.get("edits", 0) + 1
             return _json(message)
@@ -1000,6 +1093,17 @@ class FakeDiscord:
                 {"message": "Invalid Form Body", "code": 50035, "errors": {"allowed_mentions": {}}},
                 status=400,
             )
+        if "components" in body and body["components"] is not None:
+            problem = components_problem(body["components"])
+            if problem is not None:
+                return _json(
+                    {
+                        "message": "Invalid Form Body",
+                        "code": 50035,
+                        "errors": {"components": {"_errors": [{"message": problem}]}},
+                    },
+                    status=400,
+                )
         if not editing and not content and not files and not body.get("embeds"):
             return _json({"message": "Cannot send an empty message", "code": 50006}, status=400)
         return None
@@ -1053,7 +1157,7 @@ class FakeDiscord:
             "pinned": False,
             "type": 19 if reference else 0,
             "flags": flags | int(body.get("flags") or 0),
-            "components": [],
+            "components": list(body.get("components") or []),
             "allowed_mentions": body.get("allowed_mentions"),
             "nonce": nonce,
             "file_bodies": [data for _, data in files],
@@ -1206,7 +1310,7 @@ class FakeDiscord:
                 {
                     "interaction": {
                         "id": interaction.id,
-                        "type": 2,
+                        "type": interaction.payload.get("type", 2),
                         "response_message_loading": body["type"] == 5,
                         "response_message_ephemeral": bool(int(data.get("flags", 0)) & EPHEMERAL),
                     },

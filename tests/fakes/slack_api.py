@@ -69,6 +69,7 @@ class Message:
     stream_open: bool = False
     updates: int = 0
     blocks_text: str | None = None
+    blocks: list[Any] = field(default_factory=list)  # as posted (validated)
 
     @property
     def text(self) -> str:
@@ -94,6 +95,92 @@ def _blocks_text(blocks: list[Any]) -> str:
         if isinstance(text, str):
             parts.append(text)
     return "\n".join(parts)
+
+
+_TEXT_TYPES = {"plain_text", "mrkdwn"}
+
+
+def _text_object(value: Any, *, limit: int, plain_only: bool = False) -> bool:
+    if not isinstance(value, dict) or not isinstance(value.get("text"), str):
+        return False
+    kinds = {"plain_text"} if plain_only else _TEXT_TYPES
+    return value.get("type") in kinds and 0 < len(value["text"]) <= limit
+
+
+def _feedback_button(value: Any) -> bool:
+    if not isinstance(value, dict) or set(value) - {"text", "value", "accessibility_label"}:
+        return False
+    label = value.get("accessibility_label")
+    return (
+        _text_object(value.get("text"), limit=75, plain_only=True)
+        and isinstance(value.get("value"), str)
+        and 0 < len(value["value"]) <= 2000
+        and (label is None or (isinstance(label, str) and 0 < len(label) <= 75))
+    )
+
+
+def _context_action(element: Any) -> bool:
+    """An element of a `context_actions` block: `feedback_buttons` or `icon_button`, as the
+    Block Kit reference gives them (action_id optional, at most 255 characters)."""
+    if not isinstance(element, dict):
+        return False
+    action_id = element.get("action_id")
+    if action_id is not None and not (isinstance(action_id, str) and 0 < len(action_id) <= 255):
+        return False
+    kind = element.get("type")
+    if kind == "feedback_buttons":
+        if set(element) - {"type", "action_id", "positive_button", "negative_button"}:
+            return False
+        return _feedback_button(element.get("positive_button")) and _feedback_button(
+            element.get("negative_button")
+        )
+    if kind == "icon_button":
+        return isinstance(element.get("icon"), str) and _text_object(
+            element.get("text"), limit=75, plain_only=True
+        )
+    return False
+
+
+def invalid_blocks(blocks: Any) -> bool:
+    """True when Slack would answer `invalid_blocks`: the kinds the bot sends, strictly (a
+    section's text, a context_actions block of feedback or icon buttons); unknown kinds too."""
+    if not isinstance(blocks, list) or len(blocks) > 50:
+        return True
+    for block in blocks:
+        if not isinstance(block, dict):
+            return True
+        block_id = block.get("block_id")
+        if block_id is not None and not (isinstance(block_id, str) and 0 < len(block_id) <= 255):
+            return True
+        kind = block.get("type")
+        if kind == "section":
+            if not _text_object(block.get("text"), limit=3000):
+                return True
+        elif kind == "markdown":
+            if not isinstance(block.get("text"), str) or len(block["text"]) > 12000:
+                return True
+        elif kind == "context_actions":
+            elements = block.get("elements")
+            if not isinstance(elements, list) or not 1 <= len(elements) <= 5:
+                return True
+            if set(block) - {"type", "block_id", "elements"}:
+                return True
+            if not all(_context_action(e) for e in elements):
+                return True
+        elif kind == "actions":
+            elements = block.get("elements")
+            if not isinstance(elements, list) or not 1 <= len(elements) <= 25:
+                return True
+            for element in elements:  # feedback and icon buttons live in context_actions only
+                if not isinstance(element, dict) or element.get("type") in (
+                    "feedback_buttons",
+                    "icon_button",
+                    None,
+                ):
+                    return True
+        elif kind not in ("rich_text", "divider", "context", "header", "image"):
+            return True
+    return False
 
 
 def _said(
@@ -372,6 +459,8 @@ class FakeSlack:
     bot_id: str = "BBOT"
     app_token: str = "xapp-1-test"
     streaming: bool = True
+    # Block types this "workspace" refuses with invalid_blocks (a client or plan without them).
+    refused_blocks: set[str] = field(default_factory=set)
     assistant: bool = True
     latency: float = 0.0
     calls: list[Call] = field(default_factory=list)
@@ -861,7 +950,12 @@ class FakeSlack:
             if args.get("thread_ts"):
                 return {"ok": False, "error": "channel_not_found"}
             args = {**args, "channel": self.dm_of(channel)}
+        blocks = args.get("blocks")
+        if blocks is not None and self._bad_blocks(blocks):
+            return {"ok": False, "error": "invalid_blocks"}
         msg = self._new_message(args, who, text)
+        if blocks:
+            msg.blocks, msg.blocks_text = list(blocks), _blocks_text(blocks)
         return {"ok": True, "channel": msg.channel, "ts": msg.ts, "message": {"text": text}}
 
     @staticmethod
@@ -878,9 +972,13 @@ class FakeSlack:
         text = str(args.get("text") or "")
         if len(text) > 40000:
             return {"ok": False, "error": "msg_too_long"}
+        blocks = args.get("blocks")
+        if blocks and self._bad_blocks(blocks):
+            return {"ok": False, "error": "invalid_blocks"}
         msg.body = text
         if "blocks" in args:  # blocks=[] drops them; otherwise Slack keeps showing the old ones
-            blocks = args.get("blocks") or []
+            blocks = blocks or []
+            msg.blocks = list(blocks)
             msg.blocks_text = _blocks_text(blocks) if blocks else None
         msg.updates += 1
         return {"ok": True, "channel": msg.channel, "ts": msg.ts, "text": text}
@@ -934,7 +1032,11 @@ class FakeSlack:
         msg = self._open_stream(args)
         if msg is None:
             return {"ok": False, "error": "message_not_in_streaming_state"}
+        blocks = args.get("blocks")
+        if blocks is not None and self._bad_blocks(blocks):
+            return {"ok": False, "error": "invalid_blocks"}
         msg.text += self._chunk_text(args)
+        msg.blocks = list(blocks or [])  # rendered at the bottom of the finished message
         msg.stream_open = False
         return {"ok": True, "channel": msg.channel, "ts": msg.ts, "message": {"text": msg.text}}
 
@@ -957,6 +1059,42 @@ class FakeSlack:
             return {"ok": False, "error": "no_reaction"}
         shown.discard(mine)
         return {"ok": True}
+
+    def _bad_blocks(self, blocks: Any) -> bool:
+        if invalid_blocks(blocks):
+            return True
+        return any(isinstance(b, dict) and b.get("type") in self.refused_blocks for b in blocks)
+
+    def feedback_click(
+        self, ts: str, user: str, *, positive: bool = True, team: str | None = None
+    ) -> dict[str, Any]:
+        """The `block_actions` payload Slack sends when `user` presses a feedback button of the
+        message `ts` (KeyError when the message has none)."""
+        msg = self.messages[ts]
+        for block in msg.blocks:
+            if block.get("type") != "context_actions":
+                continue
+            for element in block["elements"]:
+                if element.get("type") != "feedback_buttons":
+                    continue
+                button = element["positive_button" if positive else "negative_button"]
+                return block_actions_payload(
+                    team=team or self.team_id,
+                    user=user,
+                    channel=msg.channel,
+                    ts=msg.ts,
+                    thread_ts=msg.thread_ts,
+                    action={
+                        "type": "feedback_buttons",
+                        "action_id": element.get("action_id", ""),
+                        "block_id": block.get("block_id", ""),
+                        "text": button["text"],
+                        "value": button["value"],
+                        "action_ts": f"{time.time():.6f}",
+                    },
+                    response_url=self.response_url(),
+                )
+        raise KeyError(f"message {ts} has no feedback buttons")
 
     def reactions_on(self, channel: str, ts: str) -> set[str]:
         """The reaction names on a message now (whoever added them)."""
@@ -1189,3 +1327,42 @@ class FakeSlack:
         }
         await self._sockets[-1].send_str(json.dumps(envelope))
         return envelope_id
+
+
+def block_actions_payload(
+    *,
+    team: str,
+    user: str,
+    channel: str,
+    ts: str,
+    thread_ts: str | None,
+    action: dict[str, Any],
+    response_url: str = "",
+) -> dict[str, Any]:
+    """A `block_actions` interactivity payload as Slack sends it for a message's button."""
+    container: dict[str, Any] = {
+        "type": "message",
+        "message_ts": ts,
+        "channel_id": channel,
+        "is_ephemeral": False,
+    }
+    message: dict[str, Any] = {"type": "message", "ts": ts, "text": ""}
+    if thread_ts:
+        container["thread_ts"] = thread_ts
+        message["thread_ts"] = thread_ts
+    return {
+        "type": "block_actions",
+        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": team},
+        "api_app_id": "A0TEST",
+        "token": "legacy",
+        "container": container,
+        "trigger_id": f"{int(time.time())}.1.{uuid.uuid4().hex[:8]}",
+        "team": {"id": team, "domain": "test"},
+        "enterprise": None,
+        "is_enterprise_install": False,
+        "channel": {"id": channel, "name": "general"},
+        "message": message,
+        "state": {"values": {}},
+        "response_url": response_url,
+        "actions": [action],
+    }

@@ -205,6 +205,13 @@ class SlackHarness:
         await resp.read()
         return resp
 
+    async def interact(self, payload: dict[str, Any] | str) -> ClientResponse:
+        """An interactivity request as Slack sends it: form-encoded `payload=` JSON, signed."""
+        raw = payload if isinstance(payload, str) else json.dumps(payload)
+        return await self.post_raw(
+            urlencode({"payload": raw}), content_type="application/x-www-form-urlencoded"
+        )
+
     async def send_event(
         self,
         event: dict[str, Any],
