@@ -230,9 +230,6 @@ class BotApp(ServesInbox):
             self.commands.eraser.tiers.append(SettingsAuthors(self.place_settings.store))
         if self.usage is not None:
             self.commands.eraser.tiers.append(UsagePeople(self.usage, self.meter))
-        self.commands.usage = UsageCommands(
-            self.usage, self.meter.pending, is_admin=self.commands.is_admin
-        )
         self.changes.heard = heard
         # Thumbs up/down on final replies (bot.feedback): one store write per click.
         votes = feedback_of(store)
@@ -242,6 +239,12 @@ class BotApp(ServesInbox):
         if votes is not None:
             self.runner.feedback = True
             self.commands.eraser.tiers.append(FeedbackVoters(votes))
+        self.commands.usage = UsageCommands(
+            self.usage,
+            self.meter.pending,
+            is_admin=self.commands.is_admin,
+            feedback=votes.feedback_totals if votes is not None else None,
+        )
         if heard is not None:
             heard.apply_change = self._apply_heard_change
         if isinstance(inbox, SqliteInbox):  # its WAL holds handled messages until compacted

@@ -13,10 +13,11 @@ from typing import TextIO
 from bot.config import Settings
 from bot.keys import TeamKey
 from bot.stores.factory import StoreConfigError, open_store
+from bot.stores.feedback import feedback_of
 from bot.stores.protocols import StoreUnavailable
 from bot.stores.sqlite import DB_FILENAME
 from bot.stores.usage import usage_of
-from bot.usage.report import as_csv, operator_report
+from bot.usage.report import as_csv, feedback_lines, operator_report
 
 EXIT_OK, EXIT_USAGE, EXIT_UNREADABLE = 0, 2, 3
 MAX_ARG = 300
@@ -67,9 +68,18 @@ async def run_usage(
     except (StoreConfigError, StoreUnavailable) as exc:
         print(f"bot usage: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
+    votes: list[str] = []
     try:
         kept = usage_of(store)
         rows = await kept.usage(since=start.isoformat(), team=team_id) if kept else []
+        feedback = feedback_of(store)
+        if feedback is not None and not csv:
+            since_ts = datetime(start.year, start.month, start.day, tzinfo=UTC).timestamp()
+            for team_key in sorted({team_id} if team_id else {r.team for r in rows if r.team}):
+                platform, _, name = team_key.partition(":")
+                totals = await feedback.feedback_totals(TeamKey(platform, name), since_ts)
+                if totals.total.up or totals.total.down:
+                    votes.append(f"{team_key}: " + feedback_lines(totals, people=True, where=str))
     except StoreUnavailable as exc:
         print(f"bot usage: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -81,4 +91,6 @@ async def run_usage(
         out.write(f"No usage recorded since {start.isoformat()}.\n")
     else:
         out.write(f"Usage since {start.isoformat()}:\n{operator_report(rows)}\n")
+    if votes:
+        out.write("\n".join(votes) + "\n")
     return EXIT_OK

@@ -3,13 +3,17 @@ month by place, person, model and kind. The answer is ephemeral on every platfor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 
 from bot.core import CommandReply, CommandRequest
 from bot.keys import PersonKey, TeamKey
+from bot.stores.feedback import FeedbackTotals
 from bot.stores.usage import UsageRow, UsageStore
 from bot.usage.budgets import period_start
-from bot.usage.report import personal, team_report, usage_rows, utcnow
+from bot.usage.report import feedback_lines, personal, team_report, usage_rows, utcnow
+
+FeedbackOf = Callable[[TeamKey, float], Awaitable[FeedbackTotals]]
 
 
 class UsageCommands:
@@ -19,10 +23,12 @@ class UsageCommands:
         pending: Callable[[], Sequence[UsageRow]],
         *,
         is_admin: Callable[[CommandRequest], bool],
+        feedback: FeedbackOf | None = None,
     ) -> None:
         self.store = store
         self.pending = pending
         self.is_admin = is_admin
+        self.feedback = feedback  # the votes on replies (`bot.stores.feedback`), for admins
 
     async def handle(self, req: CommandRequest) -> CommandReply:
         words = req.text.strip().casefold().split()
@@ -40,4 +46,12 @@ class UsageCommands:
             return CommandReply(personal(mine, now))
         rows = await usage_rows(self.store, self.pending, since=since, team=team)
         mine = [r for r in rows if r.person == person]
-        return CommandReply(personal(mine, now) + "\n\n" + team_report(rows, now))
+        text = personal(mine, now) + "\n\n" + team_report(rows, now)
+        if self.feedback is not None:
+            month = period_start("month", now)
+            start = datetime(month.year, month.month, month.day, tzinfo=UTC).timestamp()
+            votes = await self.feedback(TeamKey(req.platform, req.team), start)
+            text += "\n\nThis month. " + feedback_lines(
+                votes, people=True, where=lambda c: f"<#{c}>"
+            )
+        return CommandReply(text)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
+from bot.stores.feedback import FeedbackTotals, Tally
 from bot.stores.usage import FORGOTTEN, UsageRow, UsageStore
 from bot.usage.budgets import MICROS, period_start
 
@@ -134,6 +135,30 @@ def team_report(rows: Sequence[UsageRow], now: datetime) -> str:
                 for field in vars(rest):
                     setattr(rest, field, getattr(rest, field) + getattr(t, field))
             lines.append(f"• {len(groups) - TOP} others: {rest.shown()}")
+    return "\n".join(lines)
+
+
+def feedback_lines(totals: FeedbackTotals, *, people: bool, where: Callable[[str], str]) -> str:
+    """Votes on the bot's replies: the total, then by place, model and (admins) person."""
+
+    def shown(t: Tally) -> str:
+        return f"{t.up:,} up, {t.down:,} down"
+
+    lines = [f"Feedback on replies: {shown(totals.total)}"]
+    groups: list[tuple[str, dict[str, Tally], Callable[[str], str]]] = [
+        ("By place", totals.by_place, where),
+        ("By model", totals.by_model, lambda m: m or "?"),
+    ]
+    if people:
+        groups.append(("By person", totals.by_person, _who))
+    for title, tallies, name in groups:
+        if not tallies:
+            continue
+        ranked = sorted(tallies.items(), key=lambda kv: (-(kv[1].up + kv[1].down), kv[0]))
+        lines.append(f"{title}:")
+        lines += [f"• {name(key)}: {shown(t)}" for key, t in ranked[:TOP]]
+        if len(ranked) > TOP:
+            lines.append(f"• {len(ranked) - TOP} others")
     return "\n".join(lines)
 
 

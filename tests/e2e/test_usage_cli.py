@@ -60,7 +60,7 @@ def test_chat_usage_and_the_operator_report_match_the_server(
     )
     data = tmp_path / "d"
     out = run_chat(
-        ["hello", "and another", "/usage"],
+        ["hello", "/good", "and another", "/bad", "/good", "/usage"],
         fake=fake,
         data_dir=data,
         env_extra={"BOT_PRICES": PRICES},
@@ -78,6 +78,8 @@ def test_chat_usage_and_the_operator_report_match_the_server(
         in out.stdout
     )
     assert f"${dollars:,.2f}" in out.stdout
+    # Votes (the second reply's changed from down to up), counted for the admin at the terminal.
+    assert "Feedback on replies: 2 up, 0 down" in out.stdout
 
     report = bot_usage(data, "--csv")
     assert report.returncode == 0, report.stderr
@@ -90,6 +92,7 @@ def test_chat_usage_and_the_operator_report_match_the_server(
     assert {r["estimated_requests"] for r in rows} == {"0"}
     plain = bot_usage(data)
     assert plain.returncode == 0 and f"{prompt + completion:,} tokens" in plain.stdout
+    assert "console:local: Feedback on replies: 2 up, 0 down" in plain.stdout
 
 
 def test_a_server_without_usage_is_estimated_and_says_so(fake: FakeOpenAI, tmp_path: Path) -> None:
