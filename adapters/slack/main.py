@@ -13,14 +13,18 @@ from adapters.common.startup import running_core
 from adapters.slack.config import SlackConfig, SlackConfigError
 from adapters.slack.oauth import SlackInstallationStorage
 from adapters.slack.runner import run_slack
+from adapters.slack.settings import load_slack_settings
+from adapters.slack.traits import SLACK
 from bot.config import ConfigError, Settings
+from bot.platforms import register
 from bot.sealed_installations import slack_installation_storage
 
 
 async def main(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT; ConfigError (one line) for bad settings."""
+    register(SLACK)
     try:
-        config = SlackConfig.from_settings(settings)
+        config = SlackConfig.from_settings(settings, load_slack_settings())
         config.validate()  # before any store is opened
     except SlackConfigError as exc:
         raise ConfigError(str(exc)) from None
