@@ -275,8 +275,8 @@ class Store(
     TombstoneStore,
     Protocol,
 ):
-    """One durable backend implements all of the above. (Slack's installation documents are
-    not part of it: see `bot.stores.installations`.)"""
+    """One durable backend implements all of the above. (A platform's installation documents
+    are not part of it: its adapter keeps them on the backend's connection.)"""
 
     async def ping(self) -> bool: ...
 
