@@ -58,9 +58,9 @@ def test_settings_and_config_apply_the_same_rule() -> None:
     def settings(**values: str) -> DiscordSettings:
         return read_settings(DiscordSettings, _env_file=None, **values)
 
-    with pytest.raises(ConfigError, match="^DISCORD_COMMAND_GUILDS is invalid"):
+    with pytest.raises(ConfigError, match=r"^DISCORD_COMMAND_GUILDS is invalid"):
         settings(discord_command_guilds="*")  # commands sync to named guilds only
-    with pytest.raises(ConfigError, match="^DISCORD_THREAD_GUILDS is invalid"):
+    with pytest.raises(ConfigError, match=r"^DISCORD_THREAD_GUILDS is invalid"):
         settings(discord_thread_guilds="²")
     own = settings(discord_token="t", discord_command_guilds=" 1, 2 ", discord_thread_guilds="3,*")
     config = DiscordConfig.from_settings(Settings(_env_file=None), own)  # type: ignore[call-arg]
@@ -76,5 +76,5 @@ def test_settings_and_config_apply_the_same_rule() -> None:
         discord_thread_guilds = ""
         discord_allow_bots = False
 
-    with pytest.raises(DiscordConfigError, match="^DISCORD_COMMAND_GUILDS must be"):
+    with pytest.raises(DiscordConfigError, match=r"^DISCORD_COMMAND_GUILDS must be"):
         DiscordConfig.from_settings(Settings(_env_file=None), Unchecked())  # type: ignore[call-arg]
