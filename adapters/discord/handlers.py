@@ -49,11 +49,12 @@ from bot.core import BotCore
 from bot.inbox import Delivery, InboxItem, RetryLater
 from bot.keys import SessionKey, TeamKey
 from bot.messages import IncomingMessage, MessageRef
+from bot.platforms import DM_SCOPE
 from tools.keylocks import KeyLocks
 
 _LOG = logging.getLogger(__name__)
 PLATFORM = "discord"
-DM_TEAM = "@dm"
+DM_TEAM = DM_SCOPE  # a DM has no guild: the person's DM scope (bot.platforms)
 APOLOGY = "Sorry, something went wrong while answering. Please try again."
 SHUTDOWN_APOLOGY = "Sorry, I was restarting and had to stop before answering. Please ask again."
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)

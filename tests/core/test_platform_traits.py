@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from adapters.discord.handlers import DM_TEAM
 from adapters.discord.handlers import INBOX_KIND as DISCORD_KIND
+from adapters.discord.handlers import PLATFORM as DISCORD_NAME
 from adapters.platforms import PLATFORMS, register_platforms
 from adapters.slack.handlers import INBOX_KIND as SLACK_KIND
+from adapters.slack.handlers import PLATFORM as SLACK_NAME
 from bot import platforms
 from bot.audience import PUBLIC
 from bot.keys import PersonKey
@@ -24,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_composition_root_lists_each_platform_once() -> None:
-    assert [p.name for p in PLATFORMS] == ["slack", "discord"]
+    assert [p.name for p in PLATFORMS] == [SLACK_NAME, DISCORD_NAME] == ["slack", "discord"]
+    assert DM_TEAM == platforms.DM_SCOPE  # the Discord adapter files DMs under the DM scope
     assert register_platforms() == PLATFORMS
     assert platforms.inbox_kinds() == (SLACK_KIND, DISCORD_KIND)
     for traits in PLATFORMS:
