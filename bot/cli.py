@@ -14,7 +14,7 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot import eventloop
 from bot.config import ConfigError, Settings, load_settings
@@ -22,21 +22,18 @@ from bot.logsetup import setup_logging
 
 if TYPE_CHECKING:
     from bot.app import BotApp
+    from bot.platforms import PlatformTraits
 
 EXIT_CONFIG = 2
 EXIT_UNAVAILABLE = 3
 
-# Each platform's start-up lives in its adapter: `main(settings) -> exit code`, imported only
-# when that platform is run (so `bot chat` never loads slack_bolt or discord.py).
-PLATFORMS = {"slack": "adapters.slack.main", "discord": "adapters.discord.main"}
-
 # What `bot --help` says about each command, in one place: say only what this version does.
 # A command that is not built yet is listed in NOT_BUILT (its help says so and running it exits
 # EXIT_UNAVAILABLE with that line); whoever builds it removes it there and updates its line here.
-HELP = {
+# Each platform's command (`bot <platform>`) and its line come from the composition root
+# (`adapters.platforms`): `HELP` is this table with theirs after `chat`.
+_CORE_HELP = {
     "chat": "talk to the bot in the terminal (reads stdin lines when piped)",
-    "slack": "run the Slack app (Socket Mode if SLACK_APP_TOKEN is set, else HTTP)",
-    "discord": "run the Discord bot (DISCORD_TOKEN)",
     "consolidate": "long-term memory consolidation: when the next nightly run is",
     "consolidate --now": "run the consolidation now (progress bar, or one line per session)",
     "doctor": "check configuration and reach each configured service",
@@ -48,8 +45,31 @@ HELP = {
 NOT_BUILT: dict[str, str] = {}
 
 
+def _platforms() -> tuple[PlatformTraits, ...]:
+    """The composition root's platforms, registered with the core. Imported here, not at the
+    top: importing the CLI loads no adapter, and the traits modules load no platform library
+    (each platform's start-up, `main(settings) -> exit code`, is imported only when it runs)."""
+    from adapters.platforms import register_platforms
+
+    return register_platforms()
+
+
+def _help(platforms: Sequence[PlatformTraits]) -> dict[str, str]:
+    first, *rest = _CORE_HELP.items()
+    return dict([first, *((p.name, p.cli_help) for p in platforms), *rest])
+
+
+def __getattr__(name: str) -> Any:
+    if name == "HELP":
+        return _help(_platforms())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bot", description="AI chat bot for Slack and Discord")
+    platforms = _platforms()
+    HELP = _help(platforms)
+    names = " and ".join(p.title for p in platforms) or "chat platforms"
+    parser = argparse.ArgumentParser(prog="bot", description=f"AI chat bot for {names}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     chat = sub.add_parser("chat", help=HELP["chat"], description=HELP["chat"])
@@ -70,8 +90,8 @@ def _parser() -> argparse.ArgumentParser:
         help="date the messages as sent at this moment (YYYY-MM-DD or ISO date-time, UTC)",
     )
 
-    for name in ("slack", "discord"):
-        sub.add_parser(name, help=HELP[name], description=HELP[name])
+    for platform in platforms:
+        sub.add_parser(platform.name, help=HELP[platform.name], description=HELP[platform.name])
     cons = sub.add_parser("consolidate", help=HELP["consolidate"], description=HELP["consolidate"])
     cons.add_argument("--now", action="store_true", help=HELP["consolidate --now"])
     sub.add_parser("doctor", help=HELP["doctor"], description=HELP["doctor"])
@@ -80,10 +100,20 @@ def _parser() -> argparse.ArgumentParser:
     aud = memory_sub.add_parser(
         "audit", help=HELP["memory audit"], description=HELP["memory audit"]
     )
-    aud.add_argument("--user", required=True, help="PLATFORM:TEAM:USER, e.g. slack:T123:U456")
+    example = next((p.person_example for p in platforms if p.person_example), "")
+    aud.add_argument(
+        "--user",
+        required=True,
+        help="PLATFORM:TEAM:USER" + (f", e.g. {example}" if example else ""),
+    )
     aud.add_argument("--text", required=True, help="the phrase to look for")
     use = sub.add_parser("usage", help=HELP["usage"], description=HELP["usage"])
-    use.add_argument("--team", default=None, help="PLATFORM:TEAM, e.g. slack:T123")
+    team_example = example.rsplit(":", 1)[0] if example.count(":") == 2 else ""
+    use.add_argument(
+        "--team",
+        default=None,
+        help="PLATFORM:TEAM" + (f", e.g. {team_example}" if team_example else ""),
+    )
     use.add_argument("--since", default=None, help="YYYY-MM-DD (default: last month's first day)")
     use.add_argument("--csv", action="store_true", help="one row per day, team, place, person…")
     demo = sub.add_parser("orders-demo", help=HELP["orders-demo"], description=HELP["orders-demo"])
@@ -118,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(problem)
     try:
         settings = load_settings()
+        for known in _platforms():
+            known.configured()  # reads its settings: a malformed one fails here, as ever
     except ConfigError as exc:
         return _fail(str(exc))
     setup_logging(settings.bot_log_level or ("WARNING" if args.command == "chat" else "INFO"))
@@ -134,8 +166,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from bot.memory.audit_cli import run_audit
 
             return asyncio.run(run_audit(settings, args.user, args.text))
-        if args.command in PLATFORMS:
-            return eventloop.run(_platform(args.command, settings), settings.bot_event_loop)
+        platform = next((p for p in _platforms() if p.name == args.command), None)
+        if platform is not None:
+            return eventloop.run(_platform(platform, settings), settings.bot_event_loop)
         if args.command == "consolidate":
             return asyncio.run(_consolidate(settings, now=args.now))
     except (ConfigError, eventloop.EventLoopUnavailable) as exc:
@@ -220,8 +253,9 @@ async def _doctor(settings: Settings) -> int:
     return 0 if ok else 1
 
 
-async def _platform(name: str, settings: Settings) -> int:
-    entry: Callable[[Settings], Awaitable[int]] = importlib.import_module(PLATFORMS[name]).main
+async def _platform(platform: PlatformTraits, settings: Settings) -> int:
+    module = importlib.import_module(platform.main_module)
+    entry: Callable[[Settings], Awaitable[int]] = module.main
     return await entry(settings)
 
 

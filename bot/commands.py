@@ -20,9 +20,9 @@ from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.memory.erasure import Eraser, ErasureCounts, counts_of
 from bot.memory.show import render_facts
 from bot.memory.speaker_facts import (
-    DM_SCOPE_PLATFORMS,
     everywhere,
     facts_for,
+    has_dm_scope,
     scope_name,
     spans_platform,
     team_word,
@@ -247,7 +247,7 @@ class CommandHandler:
         other = (
             f" Other {word}s and your DMs keep theirs: `/memory forget all` in a DM with me "
             "erases everything."
-            if person.platform in DM_SCOPE_PLATFORMS
+            if has_dm_scope(person.platform)
             else ""
         )
         return CommandReply(

@@ -7,16 +7,18 @@ line naming the variable, which the CLI prints instead of a traceback.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot import platforms
 from bot.ratelimit import Rate
 from bot.secrets import fernet_key
 from tools.netguard import HostPolicy
 
 DEFAULT_MODEL = "gpt-4o-mini"
+_S = TypeVar("_S", bound=BaseSettings)
 
 
 class ConfigError(Exception):
@@ -76,23 +78,6 @@ class Settings(BaseSettings):
     # when the `embeddings` extra is installed, else none (bot.embeddings.factory).
     bot_embedding_model: str | None = None
 
-    slack_bot_token: SecretStr | None = None
-    slack_signing_secret: SecretStr | None = None
-    slack_app_token: SecretStr | None = None
-    slack_client_id: str | None = None
-    slack_client_secret: SecretStr | None = None
-    slack_api_url: str = "https://slack.com/api/"
-    discord_token: SecretStr | None = None
-    discord_api_url: str = "https://discord.com/api/v10"
-    discord_gateway_url: str | None = None
-    discord_command_guilds: str = ""  # comma-separated guild ids; empty: global commands
-    # Discord behaviour (adapters.discord.config documents each)
-    discord_shard_count: int | None = Field(default=None, ge=1, le=10_000)
-    discord_thread_guilds: str = ""  # guild ids (or "*") answered in a new thread
-    discord_allow_bots: bool = False
-    # The privileged Message Content intent: auto (run without it when refused) | on | off
-    discord_message_content: Literal["auto", "on", "off"] = "auto"
-
     bot_http_host: str = "0.0.0.0"
     bot_http_port: int = Field(default=3000, ge=0, le=65535)
 
@@ -111,7 +96,7 @@ class Settings(BaseSettings):
     bot_consolidate_concurrency: int = Field(default=4, ge=1, le=64)
     bot_consolidate_max_tokens: int = Field(default=2_000_000, ge=1000)
     bot_retention_days: int | None = Field(default=None, ge=1)
-    # Encrypts tool-pack secrets and Slack installations at rest (see bot.secrets); unset = plain.
+    # Encrypts tool-pack secrets and platform installations at rest (bot.secrets); unset = plain.
     bot_secret_key: SecretStr | None = None
     bot_log_level: str | None = (
         None  # default: WARNING for `bot chat` (keeps the chat readable), else INFO
@@ -121,10 +106,7 @@ class Settings(BaseSettings):
         "openai_base_url",
         "mongodb_uri",
         "redis_url",
-        "slack_client_id",
         "bot_secret_key",
-        "discord_gateway_url",
-        "discord_shard_count",
         "bot_embedding_model",
         mode="before",
     )
@@ -134,34 +116,12 @@ class Settings(BaseSettings):
             return None
         return value
 
-    @field_validator("openai_base_url", "slack_api_url", "weather_api_url", "geocoding_api_url")
+    @field_validator("openai_base_url", "weather_api_url", "geocoding_api_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value
-
-    @field_validator("discord_api_url")
-    @classmethod
-    def _discord_api_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL (version included: .../api/v10)")
-        return value.rstrip("/")
-
-    @field_validator("discord_gateway_url")
-    @classmethod
-    def _ws_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("ws://", "wss://")):
-            raise ValueError("must be a ws:// or wss:// URL")
-        return value
-
-    @field_validator("discord_command_guilds", "discord_thread_guilds")
-    @classmethod
-    def _guild_ids(cls, value: str) -> str:
-        parts = [p.strip() for p in value.split(",") if p.strip()]
-        if any(not (p.isdigit() or p == "*") for p in parts):
-            raise ValueError("must be comma-separated guild ids (numbers)")
-        return ",".join(parts)
 
     @field_validator("bot_prices")
     @classmethod
@@ -245,9 +205,10 @@ class Settings(BaseSettings):
 
     @property
     def multi_tenant(self) -> bool:
-        """Several workspaces/guilds can install packs here (Slack OAuth, Discord): their admins
-        are not the operator, so pack URLs reach public addresses only unless BOT_TOOL_HOSTS."""
-        return self.slack_client_id is not None or self.discord_token is not None
+        """Several workspaces/guilds can install packs here (a registered platform says so, from
+        its own settings): their admins are not the operator, so pack URLs reach public
+        addresses only unless BOT_TOOL_HOSTS."""
+        return platforms.multi_tenant()
 
     def host_policy(self) -> HostPolicy:
         return HostPolicy.from_setting(self.bot_tool_hosts, multi_tenant=self.multi_tenant)
@@ -272,8 +233,14 @@ class Settings(BaseSettings):
 
 def load_settings(**overrides: Any) -> Settings:
     """Read settings; raise ConfigError with one line naming the first bad variable."""
+    return read_settings(Settings, **overrides)
+
+
+def read_settings(kind: type[_S], **overrides: Any) -> _S:
+    """Read any settings class (the core's, an adapter's) from the environment and `.env`;
+    ConfigError with one line naming the first bad variable."""
     try:
-        return Settings(**overrides)
+        return kind(**overrides)
     except (UnicodeDecodeError, OSError) as exc:
         raise ConfigError(
             f".env could not be read ({type(exc).__name__}): save it as UTF-8"

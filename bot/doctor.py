@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.config import Settings
+from bot import platforms
+from bot.config import ConfigError, Settings
 from bot.model import ModelClient
 from bot.tokens import TokenCounter
 
@@ -89,7 +90,7 @@ async def run_checks(settings: Settings) -> bool:
     else:
         print(
             "info secrets: stored unencrypted "
-            "(set BOT_SECRET_KEY to encrypt tool and Slack tokens at rest)",
+            "(set BOT_SECRET_KEY to encrypt tool and platform tokens at rest)",
             flush=True,
         )
 
@@ -100,11 +101,13 @@ async def run_checks(settings: Settings) -> bool:
         results.append(_line(False, f"tool pack {name}", problem))
     print(f"info tool hosts: packs may reach {settings.host_policy().describe()}", flush=True)
 
-    for name, present in (
-        ("slack", settings.slack_bot_token is not None or settings.slack_client_id is not None),
-        ("discord", settings.discord_token is not None),
-    ):
-        print(f"info {name}: {'configured' if present else 'not configured'}", flush=True)
+    for traits in platforms.registered():  # the composition root registered them
+        try:
+            present = traits.configured()
+        except ConfigError as exc:
+            results.append(_line(False, traits.name, str(exc)))
+            continue
+        print(f"info {traits.name}: {'configured' if present else 'not configured'}", flush=True)
     return all(results)
 
 
@@ -133,7 +136,7 @@ async def _inbox_check(settings: Settings) -> bool | None:
         return None
     try:
         waiting, oldest = 0, 0.0
-        for kind in ("slack.message", "discord.message"):
+        for kind in platforms.inbox_kinds():
             stats = await asyncio.wait_for(inbox.stats(kind), timeout=5.0)
             waiting, oldest = waiting + stats.depth, max(oldest, stats.oldest_age)
     except Exception as exc:

@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any
 
+from bot import platforms
+
 _SECRET_HINTS = ("token", "secret", "key", "password", "authorization")
 _MEMO_MAX = 4096  # names remembered; names come from code, this only bounds a surprise
 
@@ -96,7 +98,11 @@ def setup_logging(level: str = "INFO", *, json_lines: bool | None = None) -> Non
     handler.addFilter(_quiet_libraries)
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for noisy in _NOISY:
+    # The platforms' own libraries come with their traits (registered before this is called).
+    global _noisy_loggers
+    _noisy_loggers = _NOISY + platforms.library_loggers()
+    _noisy_names.clear()
+    for noisy in _noisy_loggers:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # What a record would compute and no formatter here prints (the logging HOWTO's
     # "Optimization" list): the caller's file and line, thread and process names.
@@ -111,12 +117,10 @@ _NOISY = (
     "httpx2",
     "httpcore",
     "openai",
-    "slack_bolt",
-    "slack_sdk",
-    "discord",
     "pymongo",
     "aiohttp.access",
 )
+_noisy_loggers: tuple[str, ...] = _NOISY
 
 
 _noisy_names: dict[str, bool] = {}
@@ -129,7 +133,7 @@ def _quiet_libraries(record: logging.LogRecord) -> bool:
         return True
     noisy = _noisy_names.get(record.name)
     if noisy is None:
-        noisy = any(record.name == n or record.name.startswith(n + ".") for n in _NOISY)
+        noisy = any(record.name == n or record.name.startswith(n + ".") for n in _noisy_loggers)
         if len(_noisy_names) < _MEMO_MAX:
             _noisy_names[record.name] = noisy
     return not noisy

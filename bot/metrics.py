@@ -77,7 +77,7 @@ TOOL_CALLS = Counter(
 )
 ERRORS = Counter(
     "bot_errors_total",
-    "Errors by component (turn | model | tool | store | slack | discord ...) and kind.",
+    "Errors by component (turn | model | tool | store | a platform ...) and kind.",
     ["component", "kind"],
     registry=REGISTRY,
 )
@@ -95,7 +95,7 @@ DEDUPLICATED_EVENTS = Counter(
 )
 ACK_LATENCY = Histogram(
     "bot_ack_latency_seconds",
-    "Time to acknowledge a platform request (Slack requires under 3 s).",
+    "Time to acknowledge a platform request (some platforms require under 3 s).",
     ["platform"],
     buckets=_ACK_BUCKETS,
     registry=REGISTRY,

@@ -14,6 +14,9 @@ from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 
+from adapters.discord.settings import DiscordSettings  # noqa: E402
+from adapters.platforms import register_platforms  # noqa: E402
+from adapters.slack.settings import SlackSettings  # noqa: E402
 from bot.app import BotApp, build_app  # noqa: E402
 from bot.config import Settings  # noqa: E402
 from bot.stores.protocols import Cache  # noqa: E402
@@ -36,6 +39,9 @@ from bot.tokens import get_encoding  # noqa: E402
 get_encoding("gpt-4o-mini")  # o200k_base
 get_encoding("gpt-4")  # cl100k_base
 
+# The core's rules per platform come from the composition root, as `bot` registers them.
+register_platforms()
+
 MakeApp = Callable[..., Awaitable[BotApp]]
 
 
@@ -56,7 +62,11 @@ async def make_app(
     The bot's own environment variables are cleared first, so a developer's MONGODB_URI or
     REDIS_URL never silently changes what a test runs against (overrides name them explicitly).
     """
-    for name in Settings.model_fields:
+    for name in [
+        *Settings.model_fields,
+        *SlackSettings.model_fields,
+        *DiscordSettings.model_fields,
+    ]:
         monkeypatch.delenv(name.upper(), raising=False)
     apps: list[BotApp] = []
 

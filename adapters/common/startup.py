@@ -10,13 +10,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from adapters.platforms import register_platforms
 from bot.app import BotApp, StartupError, build_app
 from bot.config import ConfigError, Settings
 
 
 @asynccontextmanager
 async def running_core(settings: Settings) -> AsyncIterator[BotApp]:
-    """The started core; ConfigError (one line) when a store or cache cannot be opened."""
+    """The started core; ConfigError (one line) when a store or cache cannot be opened.
+
+    Every platform's traits are registered first: the background jobs (consolidation,
+    retention) read what every platform wrote to a shared store, not only this one's."""
+    register_platforms()
     try:
         core = await build_app(settings)
     except StartupError as exc:

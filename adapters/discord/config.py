@@ -1,6 +1,7 @@
 """The settings the Discord adapter reads, passed in explicitly (as Slack's are).
 
-`DiscordConfig.from_settings(settings)` only reads attributes, so tests build one directly.
+`DiscordConfig.from_settings(settings, discord)` only reads attributes (the core's settings and
+Discord's own, `adapters.discord.settings`), so tests build one directly.
 
 Behaviour settings beyond DESIGN's contract (named here, defaults in brackets):
 - `DISCORD_THREAD_GUILDS` [empty]: guild ids (or `*` for all) where a mention is answered in a
@@ -15,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.discord.endpoints import DEFAULT_API_URL
+from adapters.discord.settings import ALL_GUILDS, DEFAULT_API_URL, parse_guild_ids
 
 MESSAGE_LIMIT = 2000
 
@@ -24,11 +25,11 @@ class DiscordConfigError(ValueError):
     """A missing or inconsistent Discord setting; the message names the environment variable."""
 
 
-def _ids(text: str, variable: str) -> tuple[int, ...]:
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if any(not p.isdigit() for p in parts):
-        raise DiscordConfigError(f"{variable} must be comma-separated guild ids (numbers)")
-    return tuple(int(p) for p in parts)
+def _ids(text: str, variable: str, *, allow_all: bool = False) -> tuple[str, ...]:
+    try:
+        return parse_guild_ids(text, allow_all=allow_all)
+    except ValueError as exc:
+        raise DiscordConfigError(f"{variable} {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -61,24 +62,29 @@ class DiscordConfig:
         return self.thread_everywhere or guild_id in self.thread_guilds
 
     @classmethod
-    def from_settings(cls, settings: Any) -> DiscordConfig:
-        token = settings.discord_token.get_secret_value() if settings.discord_token else ""
+    def from_settings(cls, settings: Any, discord: Any = None) -> DiscordConfig:
+        """Build from the core's settings (admins, `bot_http_*`) and Discord's
+        (`DiscordSettings`, the `discord_*` names; read from `settings` when not given)."""
+        own = settings if discord is None else discord
+        token = own.discord_token.get_secret_value() if own.discord_token else ""
         if not token.strip():
             raise DiscordConfigError(
                 "DISCORD_TOKEN is not set: copy the bot token from the Developer Portal "
                 "(your application → Bot → Reset Token)"
             )
-        threads = [p.strip() for p in settings.discord_thread_guilds.split(",") if p.strip()]
+        threads = _ids(own.discord_thread_guilds, "DISCORD_THREAD_GUILDS", allow_all=True)
         return cls(
             token=token.strip(),
-            api_url=settings.discord_api_url,
-            gateway_url=settings.discord_gateway_url,
-            command_guilds=_ids(settings.discord_command_guilds, "DISCORD_COMMAND_GUILDS"),
-            shard_count=settings.discord_shard_count,
-            thread_guilds=frozenset(p for p in threads if p != "*"),
-            thread_everywhere="*" in threads,
-            allow_bots=settings.discord_allow_bots,
-            message_content=getattr(settings, "discord_message_content", "auto"),
+            api_url=own.discord_api_url,
+            gateway_url=own.discord_gateway_url,
+            command_guilds=tuple(
+                int(p) for p in _ids(own.discord_command_guilds, "DISCORD_COMMAND_GUILDS")
+            ),
+            shard_count=own.discord_shard_count,
+            thread_guilds=frozenset(p for p in threads if p != ALL_GUILDS),
+            thread_everywhere=ALL_GUILDS in threads,
+            allow_bots=own.discord_allow_bots,
+            message_content=getattr(own, "discord_message_content", "auto"),
             admins=frozenset(settings.admin_ids),
             http_host=settings.bot_http_host,
             http_port=settings.bot_http_port,

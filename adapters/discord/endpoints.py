@@ -18,7 +18,9 @@ import yarl
 from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
-DEFAULT_API_URL = "https://discord.com/api/v10"
+from adapters.discord.settings import DEFAULT_API_URL
+
+__all__ = ["DEFAULT_API_URL", "point_discord_at"]
 
 
 def point_discord_at(*, api_url: str, gateway_url: str | None) -> None:

@@ -43,20 +43,21 @@ from adapters.discord.heard import earlier_fetcher, hear_message
 from adapters.discord.normalize import mentions_bot, readable_text, thread_name
 from adapters.discord.quoting import compose, quoted_blocks, replied_author_id
 from adapters.discord.rest_errors import REST_ERRORS, apologize_unread, rest_error_fields
+from adapters.discord.traits import INBOX_KIND as INBOX_KIND
 from bot import metrics
 from bot.core import BotCore
 from bot.inbox import Delivery, InboxItem, RetryLater
 from bot.keys import SessionKey, TeamKey
 from bot.messages import IncomingMessage, MessageRef
+from bot.platforms import DM_SCOPE
 from tools.keylocks import KeyLocks
 
 _LOG = logging.getLogger(__name__)
 PLATFORM = "discord"
-DM_TEAM = "@dm"
+DM_TEAM = DM_SCOPE  # a DM has no guild: the person's DM scope (bot.platforms)
 APOLOGY = "Sorry, something went wrong while answering. Please try again."
 SHUTDOWN_APOLOGY = "Sorry, I was restarting and had to stop before answering. Please ask again."
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
-INBOX_KIND = "discord.message"
 MAX_ALLOWED_USERS = 100  # allowed_mentions.users: Discord's limit
 MAX_BULK_DELETE = 100  # ids one MESSAGE_DELETE_BULK may name (Discord's bulk-delete limit)
 QUOTE_MEMORY_SECONDS = 7 * 86400  # how long a quoted message's replies are remembered here

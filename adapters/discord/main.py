@@ -30,8 +30,11 @@ from adapters.discord.config import DiscordConfig, DiscordConfigError
 from adapters.discord.endpoints import point_discord_at
 from adapters.discord.intents import asks_for_content, go_without_content
 from adapters.discord.runtime import DiscordRuntime
+from adapters.discord.settings import load_discord_settings
+from adapters.discord.traits import DISCORD
 from bot.config import ConfigError, Settings
 from bot.core import BotCore
+from bot.platforms import register
 
 _LOG = logging.getLogger(__name__)
 INTENT_REFUSED = (
@@ -56,8 +59,9 @@ class DiscordStartError(Exception):
 
 async def main(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT; ConfigError (one line) for anything a person must fix."""
+    register(DISCORD)
     try:
-        config = DiscordConfig.from_settings(settings)
+        config = DiscordConfig.from_settings(settings, load_discord_settings())
     except DiscordConfigError as exc:
         raise ConfigError(str(exc)) from None
     settings.require_openai_key()

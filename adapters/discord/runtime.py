@@ -23,7 +23,7 @@ from adapters.discord.commandsync import CommandSync
 from adapters.discord.config import DiscordConfig
 from adapters.discord.feedback import DiscordFeedback
 from adapters.discord.gateway_guard import guard_gateway, log_event_error
-from adapters.discord.handlers import INBOX_KIND, DiscordHandlers
+from adapters.discord.handlers import DiscordHandlers
 from adapters.discord.intents import (
     asks_for_content,
     bot_intents,
@@ -32,8 +32,10 @@ from adapters.discord.intents import (
 )
 from adapters.discord.interactions import GuardedTree
 from adapters.discord.notices import DiscordAdminNotice
+from adapters.discord.traits import DISCORD, INBOX_KIND
 from bot.core import BotCore, NotifiesAdmins
 from bot.eventloop import running_loop_name
+from bot.platforms import register
 
 _LOG = logging.getLogger(__name__)
 
@@ -50,6 +52,7 @@ class DiscordRuntime:
     def __init__(
         self, core: BotCore, config: DiscordConfig, *, shard_count: int | None = None
     ) -> None:
+        register(DISCORD)  # the core's rules for Discord's keys (bot.platforms)
         self.core = core
         self.config = config
         self.tasks = TaskTracker("discord")

@@ -30,7 +30,7 @@ from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
 from adapters.slack.clients import client_like
 from adapters.slack.config import SlackConfig, SlackConfigError
-from adapters.slack.handlers import INBOX_KIND, SlackHandlers
+from adapters.slack.handlers import SlackHandlers
 from adapters.slack.oauth import (
     InstallationAuthorize,
     SingleTeamAuthorize,
@@ -39,8 +39,10 @@ from adapters.slack.oauth import (
     StorageOAuthStateStore,
     TokenRotation,
 )
+from adapters.slack.traits import INBOX_KIND, SLACK
 from bot.core import BotCore
 from bot.eventloop import running_loop_name
+from bot.platforms import register
 
 _LOG = logging.getLogger(__name__)
 
@@ -86,6 +88,7 @@ class SlackRuntime:
         storage: SlackInstallationStorage | None = None,
     ) -> None:
         config.validate()
+        register(SLACK)  # the core's rules for Slack's keys (bot.platforms)
         self.core = core
         self.config = config
         self.tasks = TaskTracker()

@@ -1,8 +1,8 @@
 """The few settings the Slack adapter needs, passed in explicitly.
 
-The adapter does not import `bot.config`: the CLI builds a `SlackConfig` (or calls
-`SlackConfig.from_settings(settings)`, which only reads attributes) so the adapter can be tested
-and reused without the whole settings model.
+The adapter does not import `bot.config`: `bot slack` calls `SlackConfig.from_settings(settings,
+slack)` (the core's settings and Slack's own, `adapters.slack.settings`), which only reads
+attributes, so the adapter can be tested and reused without the settings models.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from functools import cached_property
 from typing import Any
 
 from adapters.slack.budget import DEFAULT_PER_MINUTE
-
-DEFAULT_API_URL = "https://slack.com/api/"
+from adapters.slack.settings import DEFAULT_API_URL
 
 # Bot scopes the app asks for at OAuth install; keep in sync with manifest.yaml.
 DEFAULT_SCOPES: tuple[str, ...] = (
@@ -142,11 +141,13 @@ class SlackConfig:
         return self.api_url if self.api_url.endswith("/") else self.api_url + "/"
 
     @classmethod
-    def from_settings(cls, settings: Any, **overrides: Any) -> SlackConfig:
-        """Build from any object with the `bot.config.Settings` attribute names (duck-typed)."""
+    def from_settings(cls, settings: Any, slack: Any = None, **overrides: Any) -> SlackConfig:
+        """Build from the core's settings (`bot_http_*`) and Slack's (`SlackSettings`, the
+        `slack_*` names; read from `settings` when not given), duck-typed."""
 
         def get(name: str, default: Any = None) -> Any:
-            value = getattr(settings, name, default)
+            source = slack if slack is not None and name.startswith("slack_") else settings
+            value = getattr(source, name, default)
             if hasattr(value, "get_secret_value"):
                 value = value.get_secret_value()
             return default if value in (None, "") else value

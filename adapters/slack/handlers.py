@@ -40,6 +40,7 @@ from adapters.slack.normalize import mentioned_users, normalize_text
 from adapters.slack.routing import Route, first_mention_by_edit, route_change, route_event
 from adapters.slack.sink import Capabilities, EarlierReply, ReplyTarget, SlackReplySink
 from adapters.slack.threads import ThreadTracker, earlier_fetcher, find_earlier_reply
+from adapters.slack.traits import INBOX_KIND as INBOX_KIND
 from adapters.slack.users import UserDirectory
 from bot import metrics
 from bot.core import BotCore, NotifiesAdmins, heard_all
@@ -52,7 +53,6 @@ _LOG = logging.getLogger(__name__)
 PLATFORM = "slack"
 APOLOGY = "Sorry, something went wrong while answering. Please try again."
 SHUTDOWN_APOLOGY = "Sorry, I was restarting and had to stop before answering. Please ask again."
-INBOX_KIND = "slack.message"
 # Message events that are a change to an earlier message: applied, not answered (except an
 # edit that adds the bot's first mention: `first_mention_by_edit`).
 CHANGE_SUBTYPES = frozenset({"message_deleted", "message_changed"})

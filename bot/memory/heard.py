@@ -59,6 +59,7 @@ from bot.audience import PUBLIC, Audience
 from bot.keys import PersonKey, TeamKey
 from bot.memory.copies import WordCutter
 from bot.messages import MAX_REF_IDS, HeardMessage, IncomingMessage, MessageRef
+from bot.platforms import traits_of
 from bot.stores.heard import MAX_AGE, HeardStore, Mark, bounded, page_key
 from bot.stores.protocols import StoreUnavailable
 from bot.stores.records import StoredMessage
@@ -74,7 +75,6 @@ CONTEXT_CHARS = 6_000  # about 1,500 tokens
 FETCH_LIMIT = 15  # what Slack gives an app outside its Marketplace in one call
 REFUSED_TTL = 60.0  # Slack's window for that one call a minute
 PAGE = 500
-DISCORD_EPOCH_MS = 1420070400000
 
 ApplyChange = Callable[[MessageRef, "str | None"], Coroutine[Any, Any, object]]
 
@@ -95,16 +95,9 @@ def readable_in(reading: Audience) -> tuple[str, ...]:
 
 
 def id_time(platform: str, message_id: str) -> float | None:
-    """When a platform message id was made (Unix seconds): a Slack ts is one, a Discord
-    snowflake holds its milliseconds since Discord's epoch. None when it cannot be read."""
-    try:
-        if platform == "slack":
-            return float(message_id)
-        if platform == "discord":
-            return ((int(message_id) >> 22) + DISCORD_EPOCH_MS) / 1000.0
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return None
+    """When a platform message id was made (Unix seconds), as the platform's traits read it
+    (a Slack ts is one, a Discord snowflake holds its milliseconds). None when it cannot."""
+    return traits_of(platform).message_time(message_id)
 
 
 @dataclass(frozen=True)

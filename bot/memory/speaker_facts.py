@@ -17,14 +17,16 @@ from __future__ import annotations
 
 from bot.audience import Audience, fact_audiences_for
 from bot.keys import PersonKey
+from bot.platforms import DM_SCOPE as DM_SCOPE  # where it has always been imported from
+from bot.platforms import traits_of
 from bot.stores.ids import normalize_fact
 from bot.stores.protocols import FactStore
 from bot.stores.records import Fact
 
-# The team of a DM that has none (`adapters.discord.handlers.DM_TEAM` is this value).
-DM_SCOPE = "@dm"
-DM_SCOPE_PLATFORMS = frozenset({"discord"})  # platforms whose adapter has a DM scope
-_TEAM_WORD = {"discord": "server", "slack": "workspace"}
+
+def has_dm_scope(platform: str) -> bool:
+    """The platform's adapter files DMs under the person's DM scope (its traits say so)."""
+    return traits_of(platform).dm_scope
 
 
 def spans_platform(person: PersonKey) -> bool:
@@ -69,12 +71,13 @@ def scope_name(person_id: str) -> str:
 
 def team_word(platform: str) -> str:
     """What the platform calls a team: "server" (Discord), "workspace" (Slack)."""
-    return _TEAM_WORD.get(platform, "team")
+    return traits_of(platform).team_word
 
 
 def everywhere(person: PersonKey) -> str:
     """The whole platform as a person reads it: "Discord, in your DMs and every server"."""
-    return f"{person.platform.capitalize()}, in your DMs and every {team_word(person.platform)}"
+    traits = traits_of(person.platform)
+    return f"{traits.title}, in your DMs and every {traits.team_word}"
 
 
 def remembered_elsewhere(fact: Fact, speaker: str) -> str:

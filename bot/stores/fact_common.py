@@ -9,6 +9,7 @@ from typing import Any
 
 from bot.audience import META_AUDIENCE, PUBLIC, UNKNOWN_FACT, Audience, narrowest
 from bot.keys import PersonKey, SessionKey
+from bot.platforms import DM_SCOPE, traits_of
 from bot.stores import codec
 from bot.stores.ids import clean_fact_text, normalize_fact
 from bot.stores.records import Fact, FactSource, StoredMessage
@@ -90,11 +91,6 @@ def lineage(fact_id: str, by_id: dict[str, Fact]) -> list[str]:
     return out
 
 
-# Platforms whose adapter did not flag private places before messages carried their audience
-# (Discord's set `is_private` only with the audience rule): an old message there says nothing.
-UNFLAGGED_PLATFORMS = frozenset({"discord"})
-
-
 def message_audience(session_id: str, meta: Mapping[str, Any]) -> str:
     """Who could read a stored message (`bot.audience` id).
 
@@ -113,12 +109,13 @@ def message_audience(session_id: str, meta: Mapping[str, Any]) -> str:
     except ValueError:
         return UNKNOWN_FACT
     place = f"{key.platform}:{key.team}:{key.channel}"
-    dm_by_id = (key.platform == "discord" and key.team == "@dm") or (
-        key.platform == "slack" and key.channel.startswith("D")
+    traits = traits_of(key.platform)
+    dm_by_id = (traits.dm_scope and key.team == DM_SCOPE) or (
+        bool(traits.dm_channel_prefix) and key.channel.startswith(traits.dm_channel_prefix)
     )
     if meta.get(META_PRIVATE_PLACE) or dm_by_id:
         return Audience("dm", place).id
-    if key.platform in UNFLAGGED_PLATFORMS:
+    if not traits.flagged_private_places:
         return Audience("dm", place).id  # never flagged: a private channel looks public
     return PUBLIC
 

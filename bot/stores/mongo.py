@@ -11,11 +11,8 @@ after a network error) a message that already landed fails with a duplicate `_id
 proof it is stored and is ignored; so a retry never stores a message twice. A failure between
 the reservation and the insert leaves a gap in the seqs, never a duplicate or a reorder.
 
-Slack installations (`slack_installations`, unique on enterprise_id + team_id + name) hold bot
-tokens. They are stored as given: sealed (Fernet) by `bot.sealed_installations` when
-BOT_SECRET_KEY is set, plain documents otherwise. Nothing here logs them. OAuth states
-(`slack_oauth_states`, `_id` = the state) expire through a TTL index on `expires_at`; the TTL
-monitor is lazy (about once a minute), so `consume_oauth_state` also filters on the expiry.
+Other parts keep collections of their own in this database (`db`): a platform's installations
+(Slack's, in its adapter).
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from bson import ObjectId
@@ -40,20 +37,16 @@ from pymongo.errors import (
 
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.stores import codec
-from bot.stores.installations import check_oauth_state
 from bot.stores.leases import MongoLeases
 from bot.stores.mongo_edits import MongoEdits
 from bot.stores.mongo_facts import MongoFacts
 from bot.stores.protocols import StoreUnavailable
 from bot.stores.records import (
-    SCHEMA_VERSION,
     NewMessage,
     SessionState,
-    SlackInstallationDoc,
     StoredMessage,
     ToolCallLog,
     ToolInstall,
-    check_installation_key,
     utcnow,
 )
 from bot.stores.retention import MongoRetention
@@ -110,8 +103,6 @@ class MongoStore(MongoFacts, MongoLeases, MongoRetention, MongoEdits):
         self._leases: AsyncCollection[Doc] = self.db["leases"]
         self._installs: AsyncCollection[Doc] = self.db["tool_installs"]
         self._calls: AsyncCollection[Doc] = self.db["tool_calls"]
-        self._slack_docs: AsyncCollection[Doc] = self.db["slack_installations"]
-        self._slack_states: AsyncCollection[Doc] = self.db["slack_oauth_states"]
 
     @classmethod
     async def open(
@@ -155,11 +146,6 @@ class MongoStore(MongoFacts, MongoLeases, MongoRetention, MongoEdits):
             await self._ensure_ttl(
                 self._calls, "created_at", int(TOOL_CALL_RETENTION.total_seconds())
             )
-            await self._slack_docs.create_index(
-                [("enterprise_id", ASCENDING), ("team_id", ASCENDING), ("name", ASCENDING)],
-                unique=True,
-            )
-            await self._ensure_ttl(self._slack_states, "expires_at", 0)
 
     async def _ensure_ttl(self, collection: AsyncCollection[Doc], field: str, seconds: int) -> None:
         try:
@@ -342,59 +328,6 @@ class MongoStore(MongoFacts, MongoLeases, MongoRetention, MongoEdits):
         with _unavailable("delete_speaker_calls"):
             result = await self._calls.delete_many({"speaker": person.id})
         return result.deleted_count
-
-    # --- Slack installations and OAuth states ------------------------------------------------
-
-    async def get_doc(self, enterprise_id: str, team_id: str, name: str) -> dict[str, Any] | None:
-        check_installation_key(enterprise_id, team_id, name)
-        query = {"enterprise_id": enterprise_id, "team_id": team_id, "name": name}
-        with _unavailable("get_doc"):
-            found = await self._slack_docs.find_one(query)
-        return None if found is None else codec.load(SlackInstallationDoc, found).doc
-
-    async def put_doc(
-        self, enterprise_id: str, team_id: str, name: str, doc: dict[str, Any]
-    ) -> None:
-        check_installation_key(enterprise_id, team_id, name)
-        record = SlackInstallationDoc(
-            enterprise_id=enterprise_id,
-            team_id=team_id,
-            name=name,
-            doc=doc,
-            updated_at=codec.now_ms(),
-        )
-        stored = record.model_dump(mode="json")  # the same JSON values SQLite keeps
-        stored["updated_at"] = record.updated_at
-        query = {"enterprise_id": enterprise_id, "team_id": team_id, "name": name}
-        with _unavailable("put_doc"):
-            await self._upsert(self._slack_docs, query, stored)
-
-    async def delete_docs(self, enterprise_id: str, team_id: str, name: str | None = None) -> int:
-        check_installation_key(enterprise_id, team_id, name)
-        query = {"enterprise_id": enterprise_id, "team_id": team_id}
-        if name is not None:
-            query["name"] = name
-        with _unavailable("delete_docs"):
-            result = await self._slack_docs.delete_many(query)
-        return result.deleted_count
-
-    async def put_oauth_state(self, state: str, expires_at: float) -> None:
-        check_oauth_state(state, expires_at)
-        stored = {
-            "expires_at": datetime.fromtimestamp(expires_at, UTC),
-            "schema_version": SCHEMA_VERSION,
-        }
-        with _unavailable("put_state"):
-            await self._upsert(self._slack_states, {"_id": state}, stored)
-
-    async def consume_oauth_state(self, state: str) -> bool:
-        if not isinstance(state, str) or not state:
-            return False
-        # An expired state the TTL monitor has not reaped yet is left for it and refused here.
-        query = {"_id": state, "expires_at": {"$gt": utcnow()}}
-        with _unavailable("consume_state"):
-            found = await self._slack_states.find_one_and_delete(query)
-        return found is not None
 
     @staticmethod
     async def _upsert(collection: AsyncCollection[Doc], query: Doc, doc: Doc) -> None:

@@ -332,8 +332,8 @@ class Store(
     CompactStore,
     Protocol,
 ):
-    """One durable backend implements all of the above. (Slack's installation documents are
-    not part of it: see `bot.stores.installations`.)"""
+    """One durable backend implements all of the above. (A platform's installation documents
+    are not part of it: its adapter keeps them on the backend's connection.)"""
 
     async def ping(self) -> bool: ...
 

@@ -185,35 +185,6 @@ class ToolCallLog(_Record):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class SlackInstallationDoc(_Record):
-    """One Slack installation document ("bot", "installer", "installer:<user>") of one workspace.
-
-    `doc` holds bot tokens: it is left out of `repr` and validation errors never echo the input,
-    so neither a log line nor a traceback shows it. Never log it.
-    """
-
-    model_config = ConfigDict(extra="ignore", hide_input_in_errors=True)
-
-    enterprise_id: str  # "-" when absent
-    team_id: str  # "-" when absent (enterprise-wide installs)
-    name: str
-    doc: dict[str, Any] = Field(repr=False)
-    updated_at: datetime = Field(default_factory=utcnow)
-
-
-def check_installation_key(enterprise_id: str, team_id: str, name: str | None) -> None:
-    """ValueError unless the ids and the name are non-empty strings (`name` may be None where
-    it means "every document of the team"). An absent enterprise or team id is "-", never "",
-    so an empty part can never widen a query."""
-    for part, value in (("enterprise_id", enterprise_id), ("team_id", team_id), ("name", name)):
-        if value is None and part == "name":
-            continue
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError(
-                f"Slack installation {part} must be a non-empty string ('-' if absent)"
-            )
-
-
 class ErasureReceipt(_Record):
     """Proof that `/memory forget all` ran: who asked, when, how much went. Never any content."""
 

@@ -4,33 +4,26 @@ Records are stored as JSON documents (with `schema_version`) next to the few col
 queries filter and sort on. `secure_delete` zeroes erased rows in place, and `compact()`
 truncates the WAL, so `/memory forget all` leaves no readable copy in the files.
 
-Slack installations (`slack_installations`) hold bot tokens. They are stored as given: sealed
-(Fernet) by `bot.sealed_installations` when BOT_SECRET_KEY is set, plain JSON otherwise; the data
-directory is created 0700. Nothing here logs them, and an uninstall followed by
-`compact()` leaves no copy of the tokens in the files.
+The data directory is created 0700. Other parts keep tables of their own in this file on the
+store's connection (`worker`): the inbox, a platform's installations (Slack's, in its adapter).
 """
 
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.stores import codec
-from bot.stores.installations import check_oauth_state
 from bot.stores.leases import LEASES_SCHEMA, SqliteLeases
 from bot.stores.records import (
     NewMessage,
     SessionState,
-    SlackInstallationDoc,
     StoredMessage,
     ToolCallLog,
     ToolInstall,
-    check_installation_key,
     utcnow,
 )
 from bot.stores.retention import SqliteRetention
@@ -77,18 +70,6 @@ CREATE TABLE IF NOT EXISTS tool_calls (
 CREATE INDEX IF NOT EXISTS tool_calls_session ON tool_calls (session, created_at);
 CREATE INDEX IF NOT EXISTS tool_calls_speaker ON tool_calls (speaker);
 CREATE INDEX IF NOT EXISTS tool_calls_created ON tool_calls (created_at);
-CREATE TABLE IF NOT EXISTS slack_installations (
-    enterprise_id TEXT NOT NULL,
-    team_id TEXT NOT NULL,
-    name TEXT NOT NULL,
-    doc TEXT NOT NULL,
-    PRIMARY KEY (enterprise_id, team_id, name)
-);
-CREATE TABLE IF NOT EXISTS slack_oauth_states (
-    state TEXT PRIMARY KEY,
-    expires_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS slack_oauth_states_expires ON slack_oauth_states (expires_at);
 """
 
 
@@ -367,90 +348,6 @@ class SqliteStore(SqliteFacts, SqliteLeases, SqliteRetention, SqliteEdits):
                 return conn.execute("DELETE FROM tool_calls WHERE speaker = ?", (pid,)).rowcount
 
         return await self._db.call(run)
-
-    # --- Slack installations and OAuth states ------------------------------------------------
-
-    async def get_doc(self, enterprise_id: str, team_id: str, name: str) -> dict[str, Any] | None:
-        check_installation_key(enterprise_id, team_id, name)
-        key = (enterprise_id, team_id, name)
-
-        def run(conn: sqlite3.Connection) -> str | None:
-            row = conn.execute(
-                "SELECT doc FROM slack_installations "
-                "WHERE enterprise_id = ? AND team_id = ? AND name = ?",
-                key,
-            ).fetchone()
-            return None if row is None else str(row[0])
-
-        raw = await self._db.call(run)
-        return None if raw is None else codec.load_json(SlackInstallationDoc, raw).doc
-
-    async def put_doc(
-        self, enterprise_id: str, team_id: str, name: str, doc: dict[str, Any]
-    ) -> None:
-        check_installation_key(enterprise_id, team_id, name)
-        record = SlackInstallationDoc(
-            enterprise_id=enterprise_id,
-            team_id=team_id,
-            name=name,
-            doc=doc,
-            updated_at=codec.now_ms(),
-        )
-        row = (enterprise_id, team_id, name, codec.dump_json(record))
-
-        def run(conn: sqlite3.Connection) -> None:
-            with transaction(conn):
-                conn.execute(
-                    "INSERT INTO slack_installations (enterprise_id, team_id, name, doc) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT (enterprise_id, team_id, name) "
-                    "DO UPDATE SET doc = excluded.doc",
-                    row,
-                )
-
-        await self._db.call(run)
-
-    async def delete_docs(self, enterprise_id: str, team_id: str, name: str | None = None) -> int:
-        check_installation_key(enterprise_id, team_id, name)
-        sql = "DELETE FROM slack_installations WHERE enterprise_id = ? AND team_id = ?"
-        params: tuple[str, ...] = (enterprise_id, team_id)
-        if name is not None:
-            sql, params = sql + " AND name = ?", (*params, name)
-
-        def run(conn: sqlite3.Connection) -> int:
-            with transaction(conn):
-                return conn.execute(sql, params).rowcount
-
-        return await self._db.call(run)
-
-    async def put_oauth_state(self, state: str, expires_at: float) -> None:
-        check_oauth_state(state, expires_at)
-        now = time.time()
-
-        def run(conn: sqlite3.Connection) -> None:
-            with transaction(conn):
-                conn.execute("DELETE FROM slack_oauth_states WHERE expires_at <= ?", (now,))
-                conn.execute(
-                    "INSERT INTO slack_oauth_states (state, expires_at) VALUES (?, ?) "
-                    "ON CONFLICT (state) DO UPDATE SET expires_at = excluded.expires_at",
-                    (state, expires_at),
-                )
-
-        await self._db.call(run)
-
-    async def consume_oauth_state(self, state: str) -> bool:
-        if not isinstance(state, str) or not state:
-            return False
-
-        def run(conn: sqlite3.Connection) -> float | None:
-            with transaction(conn):
-                rows = conn.execute(
-                    "DELETE FROM slack_oauth_states WHERE state = ? RETURNING expires_at",
-                    (state,),
-                ).fetchall()
-            return float(rows[0][0]) if rows else None
-
-        expires_at = await self._db.call(run)
-        return expires_at is not None and expires_at > time.time()
 
     # --- lifecycle ---------------------------------------------------------------------------
 

@@ -14,10 +14,10 @@ import pytest
 from aiohttp import web
 from slack_sdk.oauth.installation_store.models.installation import Installation
 
+from adapters.slack.installations import SealedInstallations, installation_docs
 from adapters.slack.oauth import StorageInstallationStore
 from bot.core import CommandRequest
 from bot.keys import TeamKey
-from bot.sealed_installations import SealedInstallations
 from bot.secrets import PREFIX, SecretBox, SecretsUnavailable
 from bot.stores.factory import open_store
 from bot.stores.protocols import Store
@@ -154,22 +154,24 @@ async def sqlite_store(tmp_path: Path) -> AsyncIterator[Store]:
 
 
 async def test_slack_documents_are_sealed_on_disk(sqlite_store: Store, tmp_path: Path) -> None:
-    sealed = SealedInstallations(sqlite_store, SecretBox(KEY))
+    sealed = SealedInstallations(installation_docs(sqlite_store), SecretBox(KEY))
     doc = {"bot_token": "xoxb-secret-123", "bot_id": "B1", "installed_at": 1.5, "scopes": ["a"]}
     await sealed.put_doc("-", "T1", "bot", doc)
-    raw = await sqlite_store.get_doc("-", "T1", "bot")
+    raw = await installation_docs(sqlite_store).get_doc("-", "T1", "bot")
     assert raw is not None and set(raw) == {"sealed"} and raw["sealed"].startswith(PREFIX)
     assert await sealed.get_doc("-", "T1", "bot") == doc
     await sqlite_store.compact()
     assert b"xoxb-secret-123" not in store_bytes(tmp_path / "data")
 
     # Documents stored before the key was set pass through.
-    await sqlite_store.put_doc("-", "T2", "bot", {"bot_token": "xoxb-old"})
+    await installation_docs(sqlite_store).put_doc("-", "T2", "bot", {"bot_token": "xoxb-old"})
     assert await sealed.get_doc("-", "T2", "bot") == {"bot_token": "xoxb-old"}
     assert await sealed.get_doc("-", "T3", "bot") is None
 
     # Another key cannot open them, and says so without the token.
-    wrong = SealedInstallations(sqlite_store, SecretBox("some other passphrase entirely"))
+    wrong = SealedInstallations(
+        installation_docs(sqlite_store), SecretBox("some other passphrase entirely")
+    )
     with pytest.raises(SecretsUnavailable, match="BOT_SECRET_KEY") as info:
         await wrong.get_doc("-", "T1", "bot")
     assert "xoxb" not in str(info.value)
@@ -185,7 +187,9 @@ async def test_slack_documents_are_sealed_on_disk(sqlite_store: Store, tmp_path:
 async def test_slack_installation_store_over_sealed_documents(
     sqlite_store: Store, tmp_path: Path
 ) -> None:
-    installs = StorageInstallationStore(SealedInstallations(sqlite_store, SecretBox(KEY)))
+    installs = StorageInstallationStore(
+        SealedInstallations(installation_docs(sqlite_store), SecretBox(KEY))
+    )
     await installs.async_save(
         Installation(
             team_id="T1",
@@ -197,7 +201,9 @@ async def test_slack_installation_store_over_sealed_documents(
             user_token="xoxp-user-456",
         )
     )
-    fresh = StorageInstallationStore(SealedInstallations(sqlite_store, SecretBox(KEY)))
+    fresh = StorageInstallationStore(
+        SealedInstallations(installation_docs(sqlite_store), SecretBox(KEY))
+    )
     bot = await fresh.async_find_bot(enterprise_id=None, team_id="T1")
     assert bot is not None and bot.bot_token == "xoxb-secret-123"
     found = await fresh.async_find_installation(enterprise_id=None, team_id="T1", user_id="U1")

@@ -92,7 +92,7 @@ async def test_doctor_says_whether_secrets_are_encrypted(
     if key is None:
         assert lines == [
             "info secrets: stored unencrypted "
-            "(set BOT_SECRET_KEY to encrypt tool and Slack tokens at rest)"
+            "(set BOT_SECRET_KEY to encrypt tool and platform tokens at rest)"
         ]
     else:
         assert lines == ["ok   secrets: encrypted at rest (BOT_SECRET_KEY set)"]

@@ -1,8 +1,9 @@
 """Multi-workspace OAuth on the bot's own durable store (SQLite) instead of the in-memory one.
 
 The flows of test_oauth_e2e.py (its `_install` helper, the same harness and FakeSlack), with a
-real `SqliteStore` as the adapter's `SlackInstallationStorage` — as `bot slack` wires it
-(`storage=core.store`). Installs survive a restart and are shared by processes on one file.
+real `SqliteStore` under the adapter's `SlackInstallationStorage` — as `bot slack` wires it
+(`installation_docs(core.store)`, on the store's own connection). Installs survive a restart and
+are shared by processes on one file.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from adapters.slack.installations import installation_docs
 from adapters.slack.oauth import SlackInstallationStorage
 from bot.app import BotApp
 from bot.logsetup import JsonFormatter
@@ -47,20 +49,23 @@ async def open_sqlite(tmp_path: Path) -> AsyncIterator[OpenStore]:
         await store.close()
 
 
-async def _start(
-    start_harness: StartHarness, storage: SlackInstallationStorage, core: Any = None
-) -> SlackHarness:
+def _storage(store: Any) -> SlackInstallationStorage:
+    """Slack's installation storage on this store's connection, as `bot slack` builds it."""
+    return installation_docs(store)
+
+
+async def _start(start_harness: StartHarness, store: Any, core: Any = None) -> SlackHarness:
     return await start_harness(
         core if core is not None else EchoCore(),
-        storage=storage,
+        storage=_storage(store),
         bot_token=None,
         client_id="111.222",
         client_secret="client-secret",
     )
 
 
-async def _docs(store: SlackInstallationStorage, team: str) -> dict[str, dict[str, Any]]:
-    found = {name: await store.get_doc("-", team, name) for name in NAMES}
+async def _docs(store: Any, team: str) -> dict[str, dict[str, Any]]:
+    found = {name: await _storage(store).get_doc("-", team, name) for name in NAMES}
     return {name: doc for name, doc in found.items() if doc is not None}
 
 
@@ -116,7 +121,7 @@ async def test_install_answer_and_uninstall_round_trip(
     assert not [line for line in lines if "xoxb-team-two" in line]
 
 
-async def _no_docs(store: SlackInstallationStorage, team: str) -> bool:
+async def _no_docs(store: Any, team: str) -> bool:
     return not await _docs(store, team)
 
 
@@ -173,8 +178,8 @@ async def test_a_revoked_bot_token_deletes_only_that_team(
     assert set(await _docs(store, "TB")) == set(NAMES)
 
 
-async def _missing(store: SlackInstallationStorage, team: str, name: str) -> bool:
-    return await store.get_doc("-", team, name) is None
+async def _missing(store: Any, team: str, name: str) -> bool:
+    return await _storage(store).get_doc("-", team, name) is None
 
 
 async def test_callback_with_forged_state_fails(
@@ -198,10 +203,11 @@ async def test_the_real_core_store_is_the_installation_storage(
     app: BotApp = await make_app()
     slack = await _start(start_harness, app.store, app)
     await _install(slack, fake_slack, "T7", "xoxb-seven")
-    assert (await app.store.get_doc("-", "T7", "bot") or {}).get("bot_token") == "xoxb-seven"
+    installed = await _storage(app.store).get_doc("-", "T7", "bot") or {}
+    assert installed.get("bot_token") == "xoxb-seven"
     ts = await slack.mention("hello", channel="C7", team="T7", bot_user="UBT7")
     await slack.wait_done(ts, timeout=10)
     assert slack.replies("C7", thread_ts=ts) == ["ok: hello"]
     await slack.send_event({"type": "app_uninstalled"}, team="T7")
     await _eventually(lambda: _missing(app.store, "T7", "bot"))
-    assert await app.store.delete_docs("-", "T7") == 0
+    assert await _storage(app.store).delete_docs("-", "T7") == 0

@@ -21,6 +21,7 @@ from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import SlackConfig, SlackConfigError
+from adapters.slack.installations import SealedInstallations, installation_docs
 from adapters.slack.oauth import (
     MemoryInstallationStorage,
     SlackInstallationStorage,
@@ -28,7 +29,6 @@ from adapters.slack.oauth import (
     TokenRotation,
 )
 from bot import metrics
-from bot.sealed_installations import SealedInstallations
 from bot.secrets import PREFIX, SecretBox
 from bot.stores.sqlite import SqliteStore
 from tests.fakes.slack_api import FakeSlack
@@ -93,7 +93,7 @@ async def test_an_expiring_installation_is_rotated_once_and_its_new_token_answer
     start_harness: StartHarness, fake_slack: FakeSlack, sqlite: SqliteStore
 ) -> None:
     fake_slack.oauth_client = CLIENT  # a refresh must carry the app's credentials
-    storage = SealedInstallations(sqlite, SecretBox(KEY))
+    storage = SealedInstallations(installation_docs(sqlite), SecretBox(KEY))
     slack = await _start(start_harness, storage)
     await _install_rotating(slack, fake_slack, expires_in=300)  # within 15 minutes of expiry
     before = _rotations("rotated")
@@ -114,7 +114,7 @@ async def test_an_expiring_installation_is_rotated_once_and_its_new_token_answer
     assert _rotations("rotated") == before + 1
 
     # The stored installation holds the new pair, sealed (no token in the raw document).
-    raw = await sqlite.get_doc("-", "TR", "bot")
+    raw = await installation_docs(sqlite).get_doc("-", "TR", "bot")
     assert raw is not None and set(raw) == {"sealed"} and raw["sealed"].startswith(PREFIX)
     assert "xoxe" not in str(raw)
     opened = await storage.get_doc("-", "TR", "bot")

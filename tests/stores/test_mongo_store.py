@@ -14,6 +14,7 @@ import pytest
 from bson import ObjectId
 from pymongo.errors import DuplicateKeyError
 
+from adapters.slack.installations import installation_docs
 from bot.keys import PersonKey, SessionKey
 from bot.stores.mongo import MongoStore
 from bot.stores.protocols import StoreUnavailable
@@ -51,6 +52,7 @@ async def test_indexes_are_created_idempotently(store: MongoStore) -> None:
     calls = await store.db["tool_calls"].index_information()
     ttl = [s for s in calls.values() if "expireAfterSeconds" in s]
     assert [(s["key"], s["expireAfterSeconds"]) for s in ttl] == [([("created_at", 1)], 604800)]
+    await installation_docs(store).ensure_schema()  # Slack's storage, on the store's database
     slack = await store.db["slack_installations"].index_information()
     unique = {tuple(k for k, _ in s["key"]) for s in slack.values() if s.get("unique")}
     assert unique - {("_id",)} == {("enterprise_id", "team_id", "name")}
@@ -129,11 +131,12 @@ async def test_an_outage_mid_run_is_store_unavailable(mongoeco_uri: str) -> None
 async def test_installation_documents_carry_schema_version_and_an_expiring_state(
     store: MongoStore,
 ) -> None:
-    await store.put_doc("-", "T1", "bot", {"bot_token": "xoxb-1"})
+    docs = installation_docs(store)
+    await docs.put_doc("-", "T1", "bot", {"bot_token": "xoxb-1"})
     stored = await store.db["slack_installations"].find_one({"team_id": "T1"})
     assert stored is not None and stored["schema_version"] == 1
     assert stored["doc"] == {"bot_token": "xoxb-1"} and isinstance(stored["updated_at"], datetime)
-    await store.put_oauth_state("pending", time.time() + 600)
+    await docs.put_oauth_state("pending", time.time() + 600)
     state = await store.db["slack_oauth_states"].find_one({"_id": "pending"})
     assert state is not None and isinstance(state["expires_at"], datetime)
     assert state["schema_version"] == 1
@@ -145,4 +148,4 @@ async def test_an_expired_state_not_yet_reaped_is_refused(store: MongoStore) -> 
     await store.db["slack_oauth_states"].drop_indexes()  # no TTL: the document stays
     await store.db["slack_oauth_states"].insert_one({"_id": "late", "expires_at": past})
     assert await store.db["slack_oauth_states"].count_documents({"_id": "late"}) == 1
-    assert await store.consume_oauth_state("late") is False
+    assert await installation_docs(store).consume_oauth_state("late") is False

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.slack.installations import installation_docs
 from bot.keys import PersonKey, SessionKey
 from bot.stores.protocols import StoreUnavailable
 from bot.stores.records import NewMessage, SessionState, ToolCallLog, utcnow
@@ -174,13 +175,14 @@ async def test_a_database_locked_by_another_process_is_unavailable(tmp_path: Pat
 
 async def test_uninstalled_bot_tokens_are_gone_from_the_files(store: SqliteStore) -> None:
     token, kept = "xoxb-uninstalled-team-token-5e2b", "xoxb-still-installed-token-81c0"
+    docs = installation_docs(store)  # Slack's storage, on the store's connection
     for name in ("bot", "installer", "installer:U1"):
-        await store.put_doc("-", "T1", name, {"bot_token": token, "padding": "x" * 5000})
-    await store.put_doc("-", "T2", "bot", {"bot_token": kept})
+        await docs.put_doc("-", "T1", name, {"bot_token": token, "padding": "x" * 5000})
+    await docs.put_doc("-", "T2", "bot", {"bot_token": kept})
     await store.compact()
     assert token.encode() in file_bytes(store.path)
 
-    assert await store.delete_docs("-", "T1") == 3
+    assert await docs.delete_docs("-", "T1") == 3
     await store.compact()
 
     data = file_bytes(store.path)
@@ -189,8 +191,9 @@ async def test_uninstalled_bot_tokens_are_gone_from_the_files(store: SqliteStore
 
 
 async def test_expired_oauth_states_are_purged_on_write(store: SqliteStore) -> None:
-    await store.put_oauth_state("expired", time.time() - 1)
-    await store.put_oauth_state("live", time.time() + 600)
+    docs = installation_docs(store)
+    await docs.put_oauth_state("expired", time.time() - 1)
+    await docs.put_oauth_state("live", time.time() + 600)
     conn = sqlite3.connect(store.path)
     try:
         rows = conn.execute("SELECT state FROM slack_oauth_states").fetchall()
@@ -209,13 +212,13 @@ async def test_expired_oauth_states_are_purged_on_write(store: SqliteStore) -> N
 async def test_installations_survive_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "bot.db"
     first = await SqliteStore.open(path)
-    await first.put_doc("-", "T1", "bot", {"bot_token": "xoxb-1"})
-    await first.put_oauth_state("pending", time.time() + 600)
+    await installation_docs(first).put_doc("-", "T1", "bot", {"bot_token": "xoxb-1"})
+    await installation_docs(first).put_oauth_state("pending", time.time() + 600)
     await first.close()
     second = await SqliteStore.open(path)
     try:
-        assert await second.get_doc("-", "T1", "bot") == {"bot_token": "xoxb-1"}
-        assert await second.consume_oauth_state("pending")
+        assert await installation_docs(second).get_doc("-", "T1", "bot") == {"bot_token": "xoxb-1"}
+        assert await installation_docs(second).consume_oauth_state("pending")
     finally:
         await second.close()
 

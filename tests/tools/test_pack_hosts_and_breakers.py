@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 from bot.core import CommandRequest
@@ -34,12 +35,18 @@ async def _orders_app(hits: list[str]) -> web.Application:
 
 
 async def test_multi_workspace_bot_keeps_team_urls_off_private_addresses(
-    make_app: Any, fake_openai: FakeOpenAI, serve_app: Callable[[web.Application], Any]
+    make_app: Any,
+    fake_openai: FakeOpenAI,
+    serve_app: Callable[[web.Application], Any],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     hits: list[str] = []
+    # Slack OAuth (Slack's own settings, read through its traits): several workspaces' admins
+    # can install packs; BOT_TOOL_HOSTS unset.
+    monkeypatch.setenv("SLACK_CLIENT_ID", "1.2")
+    monkeypatch.setenv("SLACK_CLIENT_SECRET", "s")
     async with serve_app(await _orders_app(hits)) as base:
-        # Slack OAuth: several workspaces' admins can install packs; BOT_TOOL_HOSTS unset.
-        app = await make_app(slack_client_id="1.2", slack_client_secret="s")
+        app = await make_app()
         refused = await app.handle_command(cmd(f"install orders url={base} force=yes"))
         assert not refused.ok and "private and local addresses" in refused.text
         assert await app.store.installed(TeamKey("test", "T1")) == []
@@ -53,9 +60,7 @@ async def test_multi_workspace_bot_keeps_team_urls_off_private_addresses(
 
         # The operator allows that host: the same install now works.
         fake_openai.reset()
-        app2 = await make_app(
-            slack_client_id="1.2", slack_client_secret="s", bot_tool_hosts="127.0.0.1"
-        )
+        app2 = await make_app(bot_tool_hosts="127.0.0.1")
         assert (await app2.handle_command(cmd(f"install orders url={base}", team="T2"))).ok
         fake_openai.push(tool_calls([("get_order_status", {"order_id": "#W1"})]), text("ok"))
         await say(app2, "where is #W1?", team="T2")
