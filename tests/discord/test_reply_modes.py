@@ -91,3 +91,37 @@ async def test_bots_mentions_answers_another_bot_five_times_then_stops(
     assert [a for a in answers if "ping" in a] == [f"ok: ping {i}" for i in range(5)]
     assert len(answers) == 6  # in order: the person's question came last and was answered last
     assert said(fake_discord, quiet) == []
+
+
+async def test_each_key_changes_what_the_model_receives(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any, fake_openai: Any
+) -> None:
+    """instructions, language, model, tools and memory, set with Discord's /config, reach the
+    model request of the next mention in that channel; another channel keeps the team's."""
+    ada = fake_discord.add_user("Ada")
+    guild = fake_discord.add_guild("Guild A")
+    general = first_channel(fake_discord, guild)
+    other = fake_discord.add_channel(guild, "random")
+    h = await start_discord(await make_app(bot_models="gpt-4o"))
+    for options in (
+        {"key": "instructions", "value": "Answer like a ship captain", "scope": "team"},
+        {"key": "language", "value": "de"},
+        {"key": "model", "value": "gpt-4o"},
+        {"key": "tools", "value": "none"},
+        {"key": "memory", "value": "off"},
+    ):
+        assert "Set `" in await configure(fake_discord, general, ada, **options)
+    await ask(h, general, ada, "what is the plan?")
+    await fake_discord.wait_for(lambda: bool(said(fake_discord, general)))
+    here = fake_openai.requests[-1]
+    system = here["messages"][0]["content"]
+    assert "Answer like a ship captain" in system and "language: de" in system
+    assert here["model"] == "gpt-4o"
+    assert not here.get("tools")
+    await ask(h, other, ada, "and elsewhere?")
+    await fake_discord.wait_for(lambda: bool(said(fake_discord, other)))
+    there = fake_openai.requests[-1]
+    assert "Answer like a ship captain" in there["messages"][0]["content"]
+    assert "language: de" not in there["messages"][0]["content"]
+    assert there["model"] == "gpt-4o-mini"
+    assert {t["function"]["name"] for t in there.get("tools") or []} >= {"remember"}

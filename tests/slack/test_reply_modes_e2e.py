@@ -116,3 +116,31 @@ async def test_a_budget_alert_reaches_the_admin_who_set_it_by_dm(
     (refusal,) = slack_real.replies("C7", thread_ts=second)
     assert "this channel's budget (50 tokens a day) is used up" in refusal
     assert slack_real.replies(dm) == alerts  # no second alert in the period
+
+
+async def test_each_key_changes_what_the_model_receives(
+    start_harness: Any, make_app: Any, fake_openai: Any
+) -> None:
+    """instructions, language, model, tools and memory, set through Slack's /config, reach the
+    model request of the next mention there (and only there)."""
+    slack = await start_harness(await make_app(bot_models="gpt-4o"))
+    for text in (
+        'set team instructions="Answer like a ship captain"',
+        "set language=de",
+        "set model=gpt-4o tools=none memory=off",
+    ):
+        assert "Set `" in await configure(slack, text, channel="C5")
+    asked = await slack.mention("what is the plan?", channel="C5")
+    await slack.wait_done(asked, timeout=10)
+    here = fake_openai.requests[-1]
+    system = here["messages"][0]["content"]
+    assert "Answer like a ship captain" in system and "language: de" in system
+    assert here["model"] == "gpt-4o"
+    assert not here.get("tools")  # not even the built-in remember: memory is off
+    other = await slack.mention("and elsewhere?", channel="C6")
+    await slack.wait_done(other, timeout=10)
+    there = fake_openai.requests[-1]
+    assert "Answer like a ship captain" in there["messages"][0]["content"]  # the team's
+    assert "language: de" not in there["messages"][0]["content"]  # C5's own
+    assert there["model"] == "gpt-4o-mini"
+    assert {t["function"]["name"] for t in there.get("tools") or []} >= {"remember"}
