@@ -27,7 +27,7 @@ import logging
 import secrets
 import time
 from logging import Logger
-from typing import Any, Protocol
+from typing import Any
 
 from cachetools import TTLCache
 from prometheus_client import Counter
@@ -44,6 +44,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.common.logs import emit
 from adapters.slack.errors import api_failed, error_code
+from adapters.slack.installations import InstallationDocStore
 from bot import metrics
 
 _LOG = logging.getLogger(__name__)
@@ -58,29 +59,8 @@ ROTATIONS = Counter(
 )
 
 
-class SlackInstallationStorage(Protocol):
-    """JSON documents keyed by (enterprise_id, team_id, name), plus single-use OAuth states.
-
-    `enterprise_id` / `team_id` are never empty: an absent id is passed as "-". Documents hold
-    bot tokens: store them like secrets (encrypted at rest if the backend can), never log them.
-    """
-
-    async def get_doc(self, enterprise_id: str, team_id: str, name: str) -> dict[str, Any] | None:
-        """The document, or None."""
-
-    async def put_doc(
-        self, enterprise_id: str, team_id: str, name: str, doc: dict[str, Any]
-    ) -> None:
-        """Insert or replace."""
-
-    async def delete_docs(self, enterprise_id: str, team_id: str, name: str | None = None) -> int:
-        """Delete the document called `name`, or every document of this team if None; a count."""
-
-    async def put_oauth_state(self, state: str, expires_at: float) -> None:
-        """Remember an OAuth state until `expires_at` (Unix seconds)."""
-
-    async def consume_oauth_state(self, state: str) -> bool:
-        """Atomically delete the state; True only if it existed and had not expired."""
+# The document storage the OAuth pieces need is the installations' protocol (one definition).
+SlackInstallationStorage = InstallationDocStore
 
 
 class MemoryInstallationStorage:
