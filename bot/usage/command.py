@@ -51,7 +51,10 @@ class UsageCommands:
             month = period_start("month", now)
             start = datetime(month.year, month.month, month.day, tzinfo=UTC).timestamp()
             votes = await self.feedback(TeamKey(req.platform, req.team), start)
-            text += "\n\nThis month. " + feedback_lines(
-                votes, people=True, where=lambda c: f"<#{c}>"
+            text += "\n\n" + feedback_lines(
+                votes,
+                people=True,
+                where=lambda c: f"<#{c}>",
+                title="Feedback on replies this month",
             )
         return CommandReply(text)

@@ -53,7 +53,8 @@ class Totals:
         est = f", {self.estimated} estimated" if self.estimated else ""
         return (
             f"{self.tokens:,} tokens ({self.prompt:,} in, {self.cached:,} of them cached, "
-            f"{self.completion:,} out; {self.requests:,} requests{est}), {cost}"
+            f"{self.completion:,} out; {self.requests:,} request{'' if self.requests == 1 else 's'}"
+            f"{est}), {cost}"
         )
 
 
@@ -138,13 +139,19 @@ def team_report(rows: Sequence[UsageRow], now: datetime) -> str:
     return "\n".join(lines)
 
 
-def feedback_lines(totals: FeedbackTotals, *, people: bool, where: Callable[[str], str]) -> str:
+def feedback_lines(
+    totals: FeedbackTotals,
+    *,
+    people: bool,
+    where: Callable[[str], str],
+    title: str = "Feedback on replies",
+) -> str:
     """Votes on the bot's replies: the total, then by place, model and (admins) person."""
 
     def shown(t: Tally) -> str:
         return f"{t.up:,} up, {t.down:,} down"
 
-    lines = [f"Feedback on replies: {shown(totals.total)}"]
+    lines = [f"{title}: {shown(totals.total)}"]
     groups: list[tuple[str, dict[str, Tally], Callable[[str], str]]] = [
         ("By place", totals.by_place, where),
         ("By model", totals.by_model, lambda m: m or "?"),

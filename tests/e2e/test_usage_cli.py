@@ -79,7 +79,7 @@ def test_chat_usage_and_the_operator_report_match_the_server(
     )
     assert f"${dollars:,.2f}" in out.stdout
     # Votes (the second reply's changed from down to up), counted for the admin at the terminal.
-    assert "Feedback on replies: 2 up, 0 down" in out.stdout
+    assert "Feedback on replies this month: 2 up, 0 down" in out.stdout
 
     report = bot_usage(data, "--csv")
     assert report.returncode == 0, report.stderr
