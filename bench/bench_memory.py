@@ -91,7 +91,7 @@ from bot.stores.records import NewMessage, PinnedFact, SessionState  # noqa: E40
 from bot.stores.redis_cache import RedisCache  # noqa: E402
 from bot.stores.resilient_cache import ResilientCache  # noqa: E402
 from bot.toolbox import Toolbox  # noqa: E402
-from tests.helpers import CollectingSink  # noqa: E402
+from testkit.sinks import CollectingSink  # noqa: E402
 
 SIZES = (10, 1_000, 10_000)
 TURNS = int(os.environ.get("BENCH_TURNS", "50"))
@@ -478,7 +478,7 @@ def _mongo_uri() -> Iterator[tuple[str, bool]]:
     if uri:
         yield uri, False
         return
-    from tests.support.mongoeco import mongoeco_server
+    from testkit.mongoeco import mongoeco_server
 
     with mongoeco_server() as started:
         yield started, True

@@ -37,7 +37,7 @@ from bot.model import ModelResponse
 from bot.stores.memory_cache import MemoryCache
 from bot.stores.sqlite import SqliteStore
 from bot.tokens import TokenCounter
-from tests.helpers import CollectingSink
+from testkit.sinks import CollectingSink
 
 MODEL = "gpt-4o-mini"
 TARGET = 85.0  # % of input tokens repeating the previous request's prefix, with recall

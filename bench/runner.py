@@ -31,7 +31,7 @@ from typing import Any
 
 from bench.report import NO_TARGET, fmt_measured, fmt_met, table
 from bench.speed import reference_ms
-from tests.support.shared_data import find_shared_data
+from testkit.shared_data import find_shared_data
 
 ROOT = Path(__file__).resolve().parents[1]
 # Where the tests find it (BOT_SHARED_DATA, else ../shared/data, else a further parent's).
