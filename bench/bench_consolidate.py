@@ -1,9 +1,9 @@
 """The nightly consolidation over a seeded month of conversations, model answering instantly.
 
-The month is `tests/memory/seed.py` (four people over DMs, two channels and threads: durable
+The month is `testkit/memory_seed.py` (four people over DMs, two channels and threads: durable
 statements, some changing during the month, repeats, greetings, moods, guesses, questions; bot
 replies restating preferences; recalled-memory text quoted back). The model is the test server
-(`tests/fakes/openai_server.py`) whose memory brain is a deliberately sloppy extractor: it
+(`testkit/fakes/openai_server.py`) whose memory brain is a deliberately sloppy extractor: it
 proposes moods, guesses, recalled text and the bot's own restatements as facts, so the per-outcome
 counts show what the bot's checks and reconciliation did with them. Everything else is real: the
 SQLite store (or MongoDB: BENCH_MONGODB_URI), the memory index, the openai client over HTTP.
@@ -40,8 +40,8 @@ from bot.model import ModelClient
 from bot.stores.factory import open_store
 from bot.stores.index_factory import open_memory_index
 from bot.stores.protocols import Store
-from tests.fakes.openai_server import FakeOpenAI
-from tests.memory import seed as month
+from testkit import memory_seed as month
+from testkit.fakes.openai_server import FakeOpenAI
 
 
 def peak_rss_mb() -> float:

@@ -143,8 +143,8 @@ def _pct(values: list[float], q: float) -> float:
 
 
 async def drive(args: argparse.Namespace) -> dict[str, Any]:
-    from tests.fakes.discord_api import FakeDiscord
-    from tests.fakes.openai_server import FakeOpenAI
+    from testkit.fakes.discord_api import FakeDiscord
+    from testkit.fakes.openai_server import FakeOpenAI
 
     fake = await FakeDiscord().start()
     openai = FakeOpenAI(latency=args.model_latency).start_in_thread()

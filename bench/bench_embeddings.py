@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.needs import require_embeddings  # noqa: E402
 from bench.report import Figure, add_json_option, info, print_figures, write_json  # noqa: E402
 
 WORDS = "the order for lisbon ships on friday and the team will call you back about it".split()
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=20)
     add_json_option(parser)
     args = parser.parse_args(argv)
+    require_embeddings("bench_embeddings")
     from bot.embeddings import local
 
     lengths = [int(t) for t in args.tokens.split(",")]

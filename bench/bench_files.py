@@ -32,7 +32,7 @@ from bench.report import Figure, add_json_option, at_most, info, print_figures, 
 from bot.files.intake import FileLimits
 from bot.files.prepare import prepare_files
 from bot.tokens import TokenCounter
-from tests.support.files import attachment, make_log, make_pdf, make_png
+from testkit.files import attachment, make_log, make_pdf, make_png
 
 SHARE = 3000  # tokens: what an 8,000-token budget leaves a turn's files (60 % of its room)
 LABELS = {

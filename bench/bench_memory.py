@@ -26,9 +26,11 @@ worst case for what a turn loads (the hot tail is capped at 160 messages).
 
 Prints p50/p90 per cell (ms), ratios against the targets (flat within 1.5x from 10 to 10,000
 messages; at least 5x below the Agents SDK at 10,000) and peak RSS. Figures, not assertions.
-Without the `bench` extra (openai-agents) the SDK column is skipped and said so.
+The SDK column needs the `bench` extra (openai-agents): without it the bench says so in one line
+and exits 2; `--no-sdk` runs without the comparison.
 
-Run: python bench/bench_memory.py [--turns 50] [--warmup 5] [--sizes 10,1000,10000] [--json PATH]
+Run: python bench/bench_memory.py [--turns 50] [--warmup 5] [--sizes 10,1000,10000] [--no-sdk]
+     [--json PATH]
      (BENCH_TURNS / BENCH_WARMUP set the defaults of --turns / --warmup)
 """
 
@@ -59,14 +61,15 @@ try:
     from agents import SQLiteSession, TResponseInputItem
 
     AGENTS_MISSING = ""
-except ImportError as exc:  # the `bench` extra is optional: the SDK column is then skipped
-    AGENTS_MISSING = f"needs the bench extra (pip install -e '.[bench]'): {exc}"
+except ImportError:  # the `bench` extra: checked when the bench starts (bench.needs)
+    AGENTS_MISSING = "openai-agents is not installed"
 from openai.types.responses import (  # noqa: E402
     EasyInputMessageParam,
     ResponseOutputMessageParam,
     ResponseOutputTextParam,
 )
 
+from bench.needs import exit_needing  # noqa: E402
 from bench.report import (  # noqa: E402
     Figure,
     add_json_option,
@@ -91,7 +94,7 @@ from bot.stores.records import NewMessage, PinnedFact, SessionState  # noqa: E40
 from bot.stores.redis_cache import RedisCache  # noqa: E402
 from bot.stores.resilient_cache import ResilientCache  # noqa: E402
 from bot.toolbox import Toolbox  # noqa: E402
-from tests.helpers import CollectingSink  # noqa: E402
+from testkit.sinks import CollectingSink  # noqa: E402
 
 SIZES = (10, 1_000, 10_000)
 TURNS = int(os.environ.get("BENCH_TURNS", "50"))
@@ -478,7 +481,7 @@ def _mongo_uri() -> Iterator[tuple[str, bool]]:
     if uri:
         yield uri, False
         return
-    from tests.support.mongoeco import mongoeco_server
+    from testkit.mongoeco import mongoeco_server
 
     with mongoeco_server() as started:
         yield started, True
@@ -727,8 +730,10 @@ async def main(json_path: Path | None) -> None:
 
         print("\n(c) OpenAI Agents SDK SQLiteSession (file database)", flush=True)
         sdk = await run_sdk(Path(tmp) / "agents.db", SIZES)
-        for n in SIZES:
-            print(f"  filled {n:,}-item histories in {sdk.fill_seconds[n]:.1f} s", flush=True)
+        if AGENTS_MISSING:
+            print(f"  skipped: {AGENTS_MISSING}", flush=True)
+        for n, seconds in sdk.fill_seconds.items():  # none when skipped (it was a KeyError)
+            print(f"  filled {n:,}-item histories in {seconds:.1f} s", flush=True)
         print(f"  peak RSS so far: {_peak_rss_mb():.0f} MiB", flush=True)
 
     _table(
@@ -777,8 +782,15 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=TURNS, help="timed turns per cell")
     parser.add_argument("--warmup", type=int, default=WARMUP, help="untimed turns before them")
     parser.add_argument("--sizes", default=",".join(str(n) for n in SIZES), help="histories")
+    parser.add_argument(
+        "--no-sdk", action="store_true", help="skip the Agents SDK column (no `bench` extra needed)"
+    )
     add_json_option(parser)
     args = parser.parse_args()
+    if args.no_sdk:
+        AGENTS_MISSING = "not run (--no-sdk)"
+    elif AGENTS_MISSING:
+        exit_needing("bench_memory", "bench", f"{AGENTS_MISSING}; --no-sdk runs without it")
     TURNS, WARMUP = args.turns, args.warmup
     SIZES = tuple(sorted({int(n) for n in args.sizes.split(",") if n.strip()}))
     asyncio.run(main(args.json))

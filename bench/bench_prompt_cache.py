@@ -28,16 +28,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench.needs import require_embeddings
 from bench.report import add_json_option, at_least, info, print_figures, write_json
 from bot.app import BotApp
 from bot.config import Settings
+from bot.embeddings.factory import LOCAL_CHOICES, resolve_choice
 from bot.memory.episodic.service import HEADER, open_episodic
 from bot.messages import IncomingMessage
 from bot.model import ModelResponse
 from bot.stores.memory_cache import MemoryCache
 from bot.stores.sqlite import SqliteStore
 from bot.tokens import TokenCounter
-from tests.helpers import CollectingSink
+from testkit.sinks import CollectingSink
 
 MODEL = "gpt-4o-mini"
 TARGET = 85.0  # % of input tokens repeating the previous request's prefix, with recall
@@ -155,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedder", default="none")
     add_json_option(parser)
     args = parser.parse_args(argv)
+    if resolve_choice(args.embedder) in LOCAL_CHOICES:
+        require_embeddings("bench_prompt_cache")
     turns = load_turns(args.data, args.turns)
     base, _ = asyncio.run(run(turns, episodic=False, embedder="none"))
     share, recalls = asyncio.run(run(turns, episodic=True, embedder=args.embedder))

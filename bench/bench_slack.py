@@ -75,8 +75,8 @@ NO_TARGET = "—"  # a figure the issues ask for without setting a target (`met`
 
 
 async def run_fakes(model_latency: float) -> None:
-    from tests.fakes.openai_server import FakeOpenAI
-    from tests.fakes.slack_api import FakeSlack
+    from testkit.fakes.openai_server import FakeOpenAI
+    from testkit.fakes.slack_api import FakeSlack
 
     slack = await FakeSlack(team_id=TEAM).start()
     openai = await FakeOpenAI(latency=model_latency).start()
@@ -280,7 +280,7 @@ def _shared_stores(env: dict[str, str], store: str, mongodb_uri: str | None) -> 
 
     import redis
 
-    from tests.support.mongoeco import mongoeco_server
+    from testkit.mongoeco import mongoeco_server
 
     redis_url = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
     prefix = f"bench:{uuid.uuid4().hex[:10]}:"

@@ -37,10 +37,10 @@ from pydantic import SecretStr  # noqa: E402
 
 from bot.app import build_app  # noqa: E402
 from bot.config import Settings  # noqa: E402
-from tests.fakes.mcp_server import FakeMcp  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
-from tests.fakes.slack_api import FakeSlack  # noqa: E402
-from tests.slack.harness import SlackHarness  # noqa: E402
+from testkit.fakes.mcp_server import FakeMcp  # noqa: E402
+from testkit.fakes.openai_server import FakeOpenAI  # noqa: E402
+from testkit.fakes.slack_api import FakeSlack  # noqa: E402
+from testkit.slack_harness import SlackHarness  # noqa: E402
 
 
 class SlowMcp(FakeMcp):

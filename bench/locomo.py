@@ -45,10 +45,11 @@ from bench.locomo_folds import (
     measure,
     summary,
 )
+from bench.needs import require_embeddings
 from bench.report import Figure, at_least, at_most, below, info, print_figures, write_json
 from bench.speed import reference_ms
 from bot.embeddings.base import Embedder
-from bot.embeddings.factory import LOCAL_CHOICES, open_embedder
+from bot.embeddings.factory import LOCAL_CHOICES, open_embedder, resolve_choice
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.memory.episodic.excerpts import message_meta
 from bot.memory.episodic.indexer import Indexer
@@ -370,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-key", default=None, help="for an endpoint embedder")
     parser.add_argument("--base-url", default=None, help="for an endpoint embedder")
     args = parser.parse_args(argv)
+    if resolve_choice(args.embedder) in LOCAL_CHOICES:
+        require_embeddings("locomo")
     local_or_none = (*LOCAL_CHOICES, "none")
     if args.embedder and args.embedder.lower() not in local_or_none and args.api_key is None:
         import os

@@ -2,10 +2,11 @@
 
 Each bench runs as its own subprocess (`python -m bench.<module> ... --json <tmp>`), cheapest
 first, under a per-bench timeout: a crash or a timeout is a row saying so, not the end of the
-run. A bench that needs what this machine lacks (the `embeddings` extra, the LoCoMo data file,
-a bench_slack without `--replicas`) is a row saying "skipped" and why. Figures the issues set a
-target for say whether it was met; the exit code is 0 either way (this is a measurement), and
-non-zero only when the runner itself fails (bad options, the JSON cannot be written).
+run. A bench that needs what this machine lacks (an extra: its one line from `bench.needs`; the
+LoCoMo data file; a bench_slack without `--replicas`) is a row saying "skipped" and why. Figures
+the issues set a target for say whether it was met; the exit code is 0 either way (this is a
+measurement), and non-zero only when the runner itself fails (bad options, the JSON cannot be
+written).
 
 The machine's load average is taken at the start and the end: on a shared 2-core machine
 latencies and throughput swing with what else runs (CPU per mention much less), and the table
@@ -29,9 +30,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.needs import EXIT_NEEDS, embeddings_missing, said_needs
+from bench.needs import line as needs_line
 from bench.report import NO_TARGET, fmt_measured, fmt_met, table
 from bench.speed import reference_ms
-from tests.support.shared_data import find_shared_data
+from testkit.shared_data import find_shared_data
 
 ROOT = Path(__file__).resolve().parents[1]
 # Where the tests find it (BOT_SHARED_DATA, else ../shared/data, else a further parent's).
@@ -41,13 +44,8 @@ KILL_GRACE = 10.0  # seconds between SIGTERM and SIGKILL of a bench that timed o
 
 
 def _embeddings_missing() -> str | None:
-    try:
-        from bot.embeddings.local import model_files
-
-        model_files()
-    except Exception as exc:  # LocalUnavailable says which part of the extra is missing
-        return f"needs the embeddings extra: {exc}"
-    return None
+    why = embeddings_missing()
+    return None if why is None else needs_line("locomo", "embeddings", why)
 
 
 def _locomo_missing() -> str | None:
@@ -294,6 +292,11 @@ def run_bench(bench: Bench, *, quick: bool, logs: Path, timeout: float | None = 
             _stop(proc)
             raise
     out.seconds = time.monotonic() - started
+    if out.exit_code == EXIT_NEEDS and not json_path.exists():
+        said = said_needs(log.read_text(errors="replace"))
+        if said:  # an optional dependency is missing (bench.needs): skipped, not failed
+            out.status, out.reason = "skipped", said
+            return out
     try:
         out.figures = _valid_figures(json.loads(json_path.read_text()))
     except FileNotFoundError:

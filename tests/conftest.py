@@ -20,7 +20,7 @@ from adapters.slack.settings import SlackSettings  # noqa: E402
 from bot.app import BotApp, build_app  # noqa: E402
 from bot.config import Settings  # noqa: E402
 from bot.stores.protocols import Cache  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
+from testkit.fakes.openai_server import FakeOpenAI  # noqa: E402
 from tests.support.fixtures import (  # noqa: E402
     mongo_uri,
     mongoeco_uri,

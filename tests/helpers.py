@@ -2,31 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from bot.app import BotApp
 from bot.messages import IncomingMessage
-
-
-@dataclass
-class CollectingSink:
-    """A ReplySink that keeps everything it is given (tests and benchmarks read it)."""
-
-    deltas: list[str] = field(default_factory=list)
-    final: str | None = None
-    error: bool = False
-    working_calls: int = 0
-
-    async def working(self) -> None:
-        self.working_calls += 1
-
-    async def delta(self, text: str) -> None:
-        self.deltas.append(text)
-
-    async def finish(self, text: str, *, error: bool = False) -> None:
-        self.final = text
-        self.error = error
+from testkit.sinks import CollectingSink  # benches use it too: it lives in testkit
 
 
 def message(

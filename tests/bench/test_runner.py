@@ -168,3 +168,25 @@ def test_what_this_machine_lacks_is_skipped_with_the_reason(fakes: Path, tmp_pat
     )
     assert flag.status == "skipped" and "--replicas" in flag.reason
     assert not ran.exists()  # only --help was asked of it
+
+
+def test_a_bench_missing_its_extra_is_skipped_with_its_one_line(
+    fakes: Path, tmp_path: Path
+) -> None:
+    _module(
+        fakes,
+        "extraless",
+        """
+        from bench.needs import exit_needing
+        print("starting")
+        exit_needing("bench_x", "bench", "openai-agents is not installed")
+        """,
+    )
+    out = run_bench(Bench("extraless", "extraless"), quick=False, logs=_logs(tmp_path))
+    assert out.status == "skipped" and out.exit_code == 2
+    assert out.reason == (
+        "bench_x needs: pip install -e '.[bench]' (openai-agents is not installed)"
+    )
+    _module(fakes, "exit2", "import sys; sys.exit(2)")  # exit 2 without the line: a failure
+    plain = run_bench(Bench("exit2", "exit2"), quick=False, logs=_logs(tmp_path))
+    assert plain.status == "failed" and "exit code 2" in plain.reason

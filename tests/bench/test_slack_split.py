@@ -9,7 +9,7 @@ import aiohttp
 import openai
 
 from bench.bench_slack import QUESTION, _asked_at, _cpu_at, _event, _question
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.fakes.openai_server import FakeOpenAI
 
 
 async def test_fake_openai_records_when_each_chat_request_arrived() -> None:

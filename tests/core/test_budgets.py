@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from bot.core import CommandReply, CommandRequest
-from tests.fakes.openai_server import FakeOpenAI, Reply, default_brain, text
+from testkit.fakes.openai_server import FakeOpenAI, Reply, default_brain, text
 from tests.helpers import CollectingSink, message, say
 
 PRICES = "gpt-4o-mini=0.15/0.075/0.60"

@@ -18,7 +18,7 @@ from bot.memory.episodic.service import EpisodicMemory
 from bot.memory.heard import Hearing
 from bot.model import ModelClient
 from bot.stores.sqlite import SqliteStore
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.fakes.openai_server import FakeOpenAI
 
 
 class Opened:

@@ -7,7 +7,7 @@ from typing import Any
 
 from bot.core import CommandRequest
 from bot.keys import PersonKey, TeamKey
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.fakes.openai_server import FakeOpenAI
 from tests.helpers import say
 from tools.types import ToolContext
 
@@ -92,7 +92,7 @@ async def test_remember_again_after_forget_all_stores_again(make_app: Any) -> No
 async def test_remember_of_only_punctuation_is_a_business_error(
     make_app: Any, fake_openai: FakeOpenAI
 ) -> None:
-    from tests.fakes.openai_server import text, tool_calls
+    from testkit.fakes.openai_server import text, tool_calls
 
     app = await make_app()
     fake_openai.push(tool_calls([("remember", {"fact": "..."})]), text("ok"))

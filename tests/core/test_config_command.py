@@ -13,8 +13,8 @@ from bot.core import CommandReply, CommandRequest
 from bot.keys import TeamKey
 from bot.memory.prompts import SYSTEM_PROMPT
 from bot.stores.place_settings import FORGOTTEN
+from testkit.fakes.openai_server import FakeOpenAI, text
 from tests.e2e.test_chat_cli import run_chat
-from tests.fakes.openai_server import FakeOpenAI, text
 from tests.helpers import say
 
 TEAM = TeamKey("test", "T1")

@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.core import CommandRequest
 from bot.keys import SessionKey
-from tests.fakes.openai_server import FakeOpenAI, Step, default_brain, message_text, text
+from testkit.fakes.openai_server import FakeOpenAI, Step, default_brain, message_text, text
 from tests.helpers import say
 
 SESSION = SessionKey("test", "T1", "C1")

@@ -18,7 +18,7 @@ from bot.keys import SessionKey, TeamKey
 from bot.messages import IncomingMessage, MessageRef
 from bot.metrics import FEEDBACK_VOTES, REGISTRY
 from bot.stores.feedback import DOWN, UP, Tally
-from tests.fakes.openai_server import FakeOpenAI, status
+from testkit.fakes.openai_server import FakeOpenAI, status
 from tests.helpers import CollectingSink
 
 TEAM = TeamKey("test", "T1")

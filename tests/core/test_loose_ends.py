@@ -20,7 +20,7 @@ def test_test_only_code_is_gone() -> None:
     for store in (Store, SqliteStore, MongoStore):
         assert not hasattr(store, "delete_state")
     assert not hasattr(ResilientCache, "degraded")
-    assert not hasattr(bot.messages, "CollectingSink")  # lives in tests/helpers.py
+    assert not hasattr(bot.messages, "CollectingSink")  # lives in testkit/sinks.py
     assert not hasattr(ToolPack, "parse_args")  # tools.packs.parse_settings is the one parser
 
 

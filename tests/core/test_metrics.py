@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.metrics import REGISTRY
-from tests.fakes.openai_server import FakeOpenAI, status, text, tool_calls
+from testkit.fakes.openai_server import FakeOpenAI, status, text, tool_calls
 from tests.helpers import say
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.fakes.openai_server import FakeOpenAI, Step, default_brain, message_text
+from testkit.fakes.openai_server import FakeOpenAI, Step, default_brain, message_text
 from tests.helpers import say
 
 

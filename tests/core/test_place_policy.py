@@ -13,7 +13,7 @@ import pytest
 from bot.keys import TeamKey
 from bot.memory.prompts import SYSTEM_PROMPT
 from bot.policy import PolicyResolver, parse_value, resolve
-from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
+from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.helpers import message, say
 
 MODELS = frozenset({"gpt-4o-mini", "big-model"})

@@ -21,7 +21,7 @@ from bot.keys import TeamKey
 from bot.secrets import PREFIX, SecretBox, SecretsUnavailable
 from bot.stores.factory import open_store
 from bot.stores.protocols import Store
-from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
+from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.helpers import say
 from tools.orders_demo import create_app
 

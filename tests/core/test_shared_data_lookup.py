@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.shared_data import ENV, find_shared_data, shared_data_file
+from testkit.shared_data import ENV, find_shared_data
+from tests.support.shared_data import shared_data_file
 
 ORDERS = "retail/orders.json"
 

@@ -11,7 +11,7 @@ import pytest
 
 from bot.memory.speakers import MAX_NAME_CHARS, speaker_label
 from bot.messages import IncomingMessage
-from tests.fakes.openai_server import FakeOpenAI, text
+from testkit.fakes.openai_server import FakeOpenAI, text
 from tests.helpers import CollectingSink
 
 

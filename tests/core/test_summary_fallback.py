@@ -10,7 +10,7 @@ from typing import Any
 from bot.keys import SessionKey
 from bot.metrics import REGISTRY
 from bot.stores.records import utcnow
-from tests.fakes.openai_server import FakeOpenAI, Step, default_brain, status, text
+from testkit.fakes.openai_server import FakeOpenAI, Step, default_brain, status, text
 from tests.helpers import say
 from tests.support.token_oracle import request_tokens
 

@@ -13,7 +13,7 @@ from typing import Any
 import tiktoken
 
 from bot.keys import PersonKey
-from tests.fakes.openai_server import FakeOpenAI, Step, default_brain, text, tool_calls
+from testkit.fakes.openai_server import FakeOpenAI, Step, default_brain, text, tool_calls
 from tests.helpers import say
 
 BUDGET = 8000

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot import tracing
-from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
+from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.helpers import say
 
 pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")

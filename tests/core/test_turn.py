@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from bot.turn import TurnResult
-from tests.fakes.openai_server import FakeOpenAI, hang, status, text, tool_calls
+from testkit.fakes.openai_server import FakeOpenAI, hang, status, text, tool_calls
 from tests.helpers import message, say
 from tests.support.token_oracle import request_tokens
 
@@ -167,7 +167,7 @@ async def test_a_server_that_rejects_tools_still_gets_an_answer(
 async def test_broken_json_from_the_model_gives_a_friendly_reply(
     make_app: Any, fake_openai: FakeOpenAI
 ) -> None:
-    from tests.fakes.openai_server import malformed_json_body
+    from testkit.fakes.openai_server import malformed_json_body
 
     app = await make_app(bot_model_retries=0)
     fake_openai.push(malformed_json_body())

@@ -24,7 +24,7 @@ from bot.ratelimit import (
 )
 from bot.stores.memory_cache import MemoryCache
 from bot.stores.redis_cache import RedisCache
-from tests.fakes.openai_server import FakeOpenAI, Step, default_brain
+from testkit.fakes.openai_server import FakeOpenAI, Step, default_brain
 from tests.helpers import message, say
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.app import BotApp
 from bot.toolbox import Toolbox
-from tests.fakes.openai_server import FakeOpenAI, hang, text, tool_calls
+from testkit.fakes.openai_server import FakeOpenAI, hang, text, tool_calls
 from tests.helpers import CollectingSink, message, until
 from tools.declare import tool
 from tools.registry import ToolRegistry

@@ -13,7 +13,7 @@ from bot.memory.prompts import FINAL_ANSWER_NOTE
 from bot.messages import IncomingMessage
 from bot.stores.records import StoredMessage
 from bot.turn import Recalled, Turn, TurnResult
-from tests.fakes.openai_server import FakeOpenAI, status, text, tool_calls
+from testkit.fakes.openai_server import FakeOpenAI, status, text, tool_calls
 from tests.helpers import CollectingSink, message, say
 
 

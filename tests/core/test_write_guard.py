@@ -15,7 +15,7 @@ from bot.app import BotApp
 from bot.messages import Attachment
 from bot.toolbox import Toolbox
 from bot.write_guard import WriteGuard
-from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
+from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.helpers import CollectingSink, message
 from tools.declare import tool
 from tools.registry import ToolRegistry

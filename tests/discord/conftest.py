@@ -15,8 +15,8 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
 from bot.core import BotCore
+from testkit.fakes.discord_api import FakeDiscord
 from tests.discord.harness import DiscordHarness
-from tests.fakes.discord_api import FakeDiscord
 
 StartDiscord = Callable[..., Awaitable[DiscordHarness]]
 

@@ -10,7 +10,7 @@ from adapters.discord.config import DiscordConfig
 from adapters.discord.main import run_discord
 from adapters.discord.runtime import DiscordRuntime
 from bot.core import BotCore
-from tests.fakes.discord_api import FakeDiscord
+from testkit.fakes.discord_api import FakeDiscord
 
 
 @dataclass

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from testkit.fakes.discord_api import FakeDiscord
 from tests.discord.conftest import StartDiscord
 from tests.discord.test_commands import first_channel
-from tests.fakes.discord_api import FakeDiscord
 
 
 async def test_a_message_naming_more_than_100_people_is_answered_pinging_100_at_most(

@@ -21,8 +21,8 @@ from aiohttp import web
 
 from adapters.discord.attachments import DiscordFiles
 from bot.messages import AttachmentError
+from testkit.fakes.discord_api import FakeDiscord, snowflake
 from tests.discord.conftest import StartDiscord
-from tests.fakes.discord_api import FakeDiscord, snowflake
 
 MB = 1024 * 1024
 CAP = 10 * MB  # BOT_FILE_MAX_BYTES's default

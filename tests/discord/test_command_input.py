@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from adapters.discord.interactions import STALE, UNREADABLE
+from testkit.fakes.discord_api import FakeDiscord
 from tests.discord.conftest import StartDiscord
 from tests.discord.test_commands import answered, first_channel
-from tests.fakes.discord_api import FakeDiscord
 from tests.slack.echo_core import EchoCore
 
 

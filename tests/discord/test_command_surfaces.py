@@ -11,10 +11,10 @@ from typing import Any
 import yaml
 
 from bot.command_registry import COMMANDS, Command
+from testkit.fakes.discord_api import FakeDiscord
+from testkit.fakes.openai_server import FakeOpenAI
 from tests.discord.conftest import StartDiscord
 from tests.e2e.test_chat_cli import run_chat
-from tests.fakes.discord_api import FakeDiscord
-from tests.fakes.openai_server import FakeOpenAI
 from tests.slack.echo_core import EchoCore
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from adapters.discord import commandsync
+from testkit.fakes.discord_api import FakeDiscord
 from tests.discord.conftest import StartDiscord
-from tests.fakes.discord_api import FakeDiscord
 from tests.slack.echo_core import EchoCore
 
 

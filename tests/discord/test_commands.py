@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from testkit.fakes.discord_api import EPHEMERAL, INTERACTION_WINDOW, FakeDiscord, Interaction
 from tests.discord.conftest import StartDiscord
 from tests.discord.harness import DiscordHarness
-from tests.fakes.discord_api import EPHEMERAL, INTERACTION_WINDOW, FakeDiscord, Interaction
 from tests.slack.echo_core import EchoCore
 
 ADMINISTRATOR, MANAGE_GUILD, MANAGE_MESSAGES = 1 << 3, 1 << 5, 1 << 13

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from testkit.fakes.discord_api import FakeDiscord
 from tests.discord.conftest import StartDiscord
 from tests.discord.harness import DiscordHarness
-from tests.fakes.discord_api import FakeDiscord
 
 
 def first_channel(fake: FakeDiscord, guild: str) -> str:

@@ -12,10 +12,10 @@ from bot.app import BotApp
 from bot.keys import TeamKey
 from bot.memory.audit import audit
 from bot.stores.memory_index import MemoryScope
+from testkit.fakes.discord_api import FakeDiscord, snowflake
+from testkit.fakes.openai_server import FakeOpenAI, text
 from tests.discord.conftest import StartDiscord
 from tests.discord.harness import DiscordHarness
-from tests.fakes.discord_api import FakeDiscord, snowflake
-from tests.fakes.openai_server import FakeOpenAI, text
 from tests.slack.echo_core import EchoCore
 
 

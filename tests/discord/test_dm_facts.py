@@ -10,11 +10,11 @@ from bot.app import BotApp
 from bot.keys import PersonKey
 from bot.memory.audit import audit
 from bot.memory.audit_cli import run_audit
+from testkit.fakes.discord_api import FakeDiscord
+from testkit.fakes.openai_server import FakeOpenAI, message_text
 from tests.discord.conftest import StartDiscord
 from tests.discord.harness import DiscordHarness
 from tests.discord.test_commands import answered
-from tests.fakes.discord_api import FakeDiscord
-from tests.fakes.openai_server import FakeOpenAI, message_text
 
 TEA, MISO, JAZZ, COFFEE = (
     "I like green tea-a1",

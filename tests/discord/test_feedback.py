@@ -16,9 +16,9 @@ from bot.feedback import FeedbackAnswer, FeedbackClick, ReplyRef, offer_feedback
 from bot.keys import TeamKey
 from bot.messages import IncomingMessage, ReplySink
 from bot.stores.feedback import Tally
+from testkit.fakes.discord_api import EPHEMERAL, FakeDiscord, components_problem
 from tests.discord.conftest import StartDiscord
 from tests.discord.harness import DiscordHarness
-from tests.fakes.discord_api import EPHEMERAL, FakeDiscord, components_problem
 from tests.slack.echo_core import EchoCore
 
 
@@ -172,7 +172,7 @@ async def test_refused_buttons_still_send_the_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Discord refusing the components (a 400) costs the buttons, never the answer."""
-    from tests.fakes import discord_api
+    from testkit.fakes import discord_api
 
     monkeypatch.setattr(discord_api, "components_problem", lambda rows: "refused" if rows else None)
     ada = fake_discord.add_user("Ada")

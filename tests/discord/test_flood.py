@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from bot.ratelimit import USER_RATE_REPLY
+from testkit.fakes.discord_api import FakeDiscord
 from tests.discord.conftest import StartDiscord
 from tests.discord.test_commands import first_channel
-from tests.fakes.discord_api import FakeDiscord
 
 FLOOD = 200
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from testkit.fakes.discord_api import FakeDiscord
+from testkit.fakes.openai_server import FakeOpenAI
 from tests.discord.conftest import StartDiscord
 from tests.discord.test_dm_facts import context_of, first_channel
-from tests.fakes.discord_api import FakeDiscord
-from tests.fakes.openai_server import FakeOpenAI
 
 
 async def test_a_mention_sees_the_channels_earlier_messages_without_a_history_call(

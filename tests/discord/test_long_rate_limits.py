@@ -12,9 +12,9 @@ import pytest
 
 from adapters.discord.handlers import APOLOGY
 from adapters.discord.sink import CUT_NOTE
+from testkit.fakes.discord_api import FakeDiscord
 from tests.discord.conftest import StartDiscord
 from tests.discord.harness import DiscordHarness
-from tests.fakes.discord_api import FakeDiscord
 from tests.slack.echo_core import EchoCore
 
 LONG = 120.0  # seconds: past the 60 s cap, so discord.py raises instead of waiting

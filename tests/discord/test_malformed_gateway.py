@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from adapters.discord import gateway_guard
+from testkit.fakes.discord_api import FakeDiscord, snowflake
 from tests.discord.conftest import StartDiscord
 from tests.discord.harness import DiscordHarness
-from tests.fakes.discord_api import FakeDiscord, snowflake
 
 DROPPED = "discord_gateway_event_dropped"
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from testkit.fakes.discord_api import MESSAGE_CONTENT, FakeDiscord
 from tests.discord.conftest import StartDiscord
 from tests.discord.harness import DiscordHarness
 from tests.discord.test_commands import first_channel
-from tests.fakes.discord_api import MESSAGE_CONTENT, FakeDiscord
 
 
 async def _still_answers(h: DiscordHarness, fake: FakeDiscord) -> None:

@@ -10,10 +10,10 @@ from typing import Any
 import discord
 
 from adapters.discord.handlers import is_private_place
+from testkit.fakes.discord_api import FakeDiscord
+from testkit.fakes.openai_server import FakeOpenAI
 from tests.discord.conftest import StartDiscord
 from tests.discord.test_dm_facts import context_of, first_channel, says
-from tests.fakes.discord_api import FakeDiscord
-from tests.fakes.openai_server import FakeOpenAI
 
 SECRET = "my project codename is heron-4471"
 

@@ -10,11 +10,11 @@ from typing import Any
 from adapters.discord.quoting import MAX_QUOTE_CHARS
 from bot.app import BotApp
 from bot.memory.audit import audit
+from testkit.fakes.discord_api import FakeDiscord
+from testkit.fakes.openai_server import FakeOpenAI, text
 from tests.discord.conftest import StartDiscord
 from tests.discord.harness import DiscordHarness
 from tests.discord.test_conversation import ask, first_channel
-from tests.fakes.discord_api import FakeDiscord
-from tests.fakes.openai_server import FakeOpenAI, text
 
 
 def last_user_text(fake: FakeOpenAI) -> str:

@@ -8,8 +8,8 @@ import re
 from typing import Any
 
 from adapters.common.split import open_fence
+from testkit.fakes.discord_api import FakeDiscord
 from tests.discord.conftest import StartDiscord
-from tests.fakes.discord_api import FakeDiscord
 from tests.slack.echo_core import EchoCore
 
 FENCE_LINE = re.compile(r"^```(\w*)$", re.MULTILINE)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from testkit.fakes.discord_api import FakeDiscord
 from tests.discord.conftest import StartDiscord
 from tests.discord.test_commands import ADMINISTRATOR, answered, first_channel
 from tests.discord.test_conversation import ask
-from tests.fakes.discord_api import FakeDiscord
 
 
 async def configure(fake: FakeDiscord, channel: str, user: str, **options: Any) -> str:

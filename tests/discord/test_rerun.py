@@ -14,10 +14,10 @@ from adapters.discord.earlier_answer import as_notes
 from adapters.discord.handlers import INBOX_KIND
 from adapters.discord.sink import part_nonce
 from bot.app import BotApp
+from testkit.fakes.discord_api import NONCE_WINDOW, FakeDiscord
+from testkit.fakes.openai_server import FakeOpenAI, text
 from tests.discord.conftest import StartDiscord
 from tests.discord.test_conversation import ask, first_channel
-from tests.fakes.discord_api import NONCE_WINDOW, FakeDiscord
-from tests.fakes.openai_server import FakeOpenAI, text
 from tests.helpers import until
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from adapters.discord.config import DiscordConfig
 from adapters.discord.main import preflight
+from testkit.fakes.discord_api import FakeDiscord
 from tests.discord.conftest import StartDiscord
-from tests.fakes.discord_api import FakeDiscord
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAI, status, text
+from testkit.fakes.openai_server import FakeOpenAI, status, text
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from testkit.fakes.openai_server import FakeOpenAI
 from tests.e2e.test_chat_cli import fake, run_chat  # noqa: F401  (fixture)
-from tests.fakes.openai_server import FakeOpenAI
 
 DETAIL = "FYI the supplier for the Lisbon order is Ferreira & Filhos"
 QUESTION = "Who is the supplier for the Lisbon order?"

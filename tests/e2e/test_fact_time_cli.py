@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.fakes.openai_server import FakeOpenAI
 from tests.e2e.test_chat_cli import run_chat
-from tests.fakes.openai_server import FakeOpenAI
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from testkit.fakes.openai_server import FakeOpenAI, text
 from tests.e2e.test_chat_cli import ROOT, _run_chat
 from tests.e2e.test_chat_cli import fake as fake
-from tests.fakes.openai_server import FakeOpenAI, text
 
 
 def run_chat(lines: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from bot.app import BotApp
-from tests.fakes.openai_server import FakeOpenAI, Step, default_brain, message_text, text
+from testkit.fakes.openai_server import FakeOpenAI, Step, default_brain, message_text, text
 from tests.helpers import say
 from tests.support.token_oracle import request_tokens
 

@@ -10,8 +10,8 @@ import os
 import sys
 from pathlib import Path
 
-from tests.fakes.mcp_server import FakeMcp
-from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
+from testkit.fakes.mcp_server import FakeMcp
+from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
 
 TOKEN = "cli-mcp-token-93b1d2"
 

@@ -12,7 +12,7 @@ import pytest
 from bot.stores.memory_cache import MemoryCache
 from bot.stores.redis_cache import RedisCache
 from bot.stores.resilient_cache import ResilientCache
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.fakes.openai_server import FakeOpenAI
 from tests.helpers import say
 from tests.support.tcp_proxy import TcpProxy
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from bot.model import ModelClient, ModelError
 from bot.tokens import TokenCounter
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.fakes.openai_server import FakeOpenAI
 from tests.support.shared_data import shared_data_file
 from tools import envelope
 from tools.declare import tool

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from bot.turn import STORE_DOWN_REPLY
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.fakes.openai_server import FakeOpenAI
 from tests.helpers import say
 from tests.support.tcp_proxy import TcpProxy
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.fakes.openai_server import FakeOpenAI, text
 from tests.e2e.test_chat_cli import run_chat
-from tests.fakes.openai_server import FakeOpenAI, text
 
 PRICE_IN, PRICE_CACHED, PRICE_OUT = 0.15, 0.075, 0.60
 PRICES = f"gpt-4o-mini={PRICE_IN}/{PRICE_CACHED}/{PRICE_OUT}"

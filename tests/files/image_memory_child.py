@@ -19,9 +19,9 @@ from typing import Any
 from bot.app import build_app
 from bot.config import Settings
 from bot.files.images import DECODE_BUDGET
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.fakes.openai_server import FakeOpenAI
+from testkit.files import attachment
 from tests.helpers import CollectingSink, message
-from tests.support.files import attachment
 
 PEOPLE = 6
 

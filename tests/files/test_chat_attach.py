@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from testkit.fakes.openai_server import FakeOpenAI
+from testkit.files import LAST_LOG_LINE, make_log, make_pdf, make_png
 from tests.e2e.test_chat_cli import _run_chat
-from tests.fakes.openai_server import FakeOpenAI
-from tests.support.files import LAST_LOG_LINE, make_log, make_pdf, make_png
 
 
 @pytest.fixture

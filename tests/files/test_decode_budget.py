@@ -21,7 +21,7 @@ from bot.files.images import (
 from bot.files.intake import FileLimits
 from bot.files.prepare import prepare_files
 from bot.tokens import TokenCounter
-from tests.support.files import attachment, make_large_png, make_png
+from testkit.files import attachment, make_large_png, make_png
 
 
 async def _until(condition: object) -> None:

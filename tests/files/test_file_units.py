@@ -18,7 +18,7 @@ from bot.files.sniff import sniff
 from bot.files.text import inline_text, looks_like_log
 from bot.files.vision import Vision
 from bot.tokens import TokenCounter
-from tests.support.files import LAST_LOG_LINE, make_log, make_pdf, make_png
+from testkit.files import LAST_LOG_LINE, make_log, make_pdf, make_png
 
 ENC = tiktoken.get_encoding("o200k_base")  # the independent count (gpt-4o-mini's encoding)
 
@@ -133,7 +133,7 @@ async def test_the_fake_server_refuses_image_parts_for_a_text_only_model() -> No
     """The oracle the vision fallback is tested against: 400, as OpenAI answers gpt-3.5-turbo."""
     import openai
 
-    from tests.fakes.openai_server import FakeOpenAI
+    from testkit.fakes.openai_server import FakeOpenAI
 
     parts = [
         {"type": "text", "text": "what is this?"},

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from bot.files.images import DECODE_BUDGET_BYTES
-from tests.support.files import make_large_png
+from testkit.files import make_large_png
 
 ROOT = Path(__file__).resolve().parents[2]
 # The budget, plus the interpreter's, allocator's and the six files' own share.

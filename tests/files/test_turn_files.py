@@ -11,9 +11,9 @@ from typing import Any
 import tiktoken
 
 from bot.messages import Attachment
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.fakes.openai_server import FakeOpenAI
+from testkit.files import LAST_LOG_LINE, MemoryFetch, attachment, make_log, make_pdf, make_png
 from tests.helpers import CollectingSink, message
-from tests.support.files import LAST_LOG_LINE, MemoryFetch, attachment, make_log, make_pdf, make_png
 from tests.support.token_oracle import request_tokens
 
 ENC = tiktoken.get_encoding("o200k_base")

@@ -10,7 +10,7 @@ import pytest
 
 from bot.model import ModelClient
 from bot.stores.sqlite import SqliteStore
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.fakes.openai_server import FakeOpenAI
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ import pytest
 from bot.keys import SessionKey
 from bot.stores.factory import open_store
 from bot.stores.protocols import Store
-from tests.fakes.openai_server import FakeOpenAI
-from tests.memory.seed import PEOPLE, seed
+from testkit.fakes.openai_server import FakeOpenAI
+from testkit.memory_seed import PEOPLE, seed
 
 
 @pytest.fixture

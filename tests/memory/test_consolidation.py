@@ -15,9 +15,9 @@ from bot.model import ModelClient
 from bot.stores.protocols import Store
 from bot.stores.records import NewMessage, utcnow
 from bot.stores.sqlite import SqliteStore
-from tests.fakes.openai_server import FakeOpenAI, text
+from testkit.fakes.openai_server import FakeOpenAI, text
+from testkit.memory_seed import BOT_RESTATES, PEOPLE, expected_live, seed
 from tests.helpers import say
-from tests.memory.seed import BOT_RESTATES, PEOPLE, expected_live, seed
 
 
 def consolidator(store: Store, model: ModelClient, holder: str = "h1", **kw: Any) -> Consolidator:

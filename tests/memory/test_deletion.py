@@ -24,7 +24,7 @@ from bot.stores.records import (
     SessionState,
     StoredMessage,
 )
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.fakes.openai_server import FakeOpenAI
 from tests.helpers import CollectingSink, until
 
 Sink = CollectingSink

@@ -23,7 +23,7 @@ from bot.stores.index_sqlite import SqliteMemoryIndex
 from bot.stores.memory_index import MemoryScope, place_id
 from bot.stores.records import NewMessage
 from bot.stores.sqlite import SqliteStore
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.fakes.openai_server import FakeOpenAI
 
 SESSION = SessionKey("slack", "T1", "C1")
 SCOPE = MemoryScope(SESSION.team_key, (place_id("slack", "T1", "C1"),))

@@ -16,7 +16,7 @@ from bot.memory.reconcile import Reconciler
 from bot.memory.structured import JsonAsker
 from bot.messages import IncomingMessage
 from bot.model import ModelClient
-from tests.fakes.openai_server import FakeOpenAI, message_text
+from testkit.fakes.openai_server import FakeOpenAI, message_text
 from tests.helpers import CollectingSink
 
 TEAM = "T1"

@@ -14,7 +14,7 @@ from bot.memory.structured import JsonAsker
 from bot.model import ModelClient
 from bot.stores.records import NewMessage, StoredMessage
 from bot.stores.sqlite import SqliteStore
-from tests.fakes.openai_server import FakeOpenAI, text
+from testkit.fakes.openai_server import FakeOpenAI, text
 
 ALICE = PersonKey("slack", "T1", "UA")
 BOB = PersonKey("slack", "T1", "UB")

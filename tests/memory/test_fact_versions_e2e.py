@@ -6,7 +6,7 @@ from typing import Any
 
 from bot.core import CommandRequest
 from bot.keys import PersonKey
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.fakes.openai_server import FakeOpenAI
 from tests.helpers import say
 
 ALICE = PersonKey("test", "T1", "U1")

@@ -25,8 +25,8 @@ from bot.memory.erasure import Eraser
 from bot.memory.index_tiers import IndexMemories
 from bot.stores.memory_index import MemoryIndex
 from bot.tokens import TokenCounter
+from testkit.fakes.openai_server import FakeOpenAI, Hang
 from tests.conftest import MakeApp
-from tests.fakes.openai_server import FakeOpenAI, Hang
 from tests.helpers import CollectingSink, until
 from tests.memory import test_episodic
 from tests.memory.test_episodic import ALICE, CHANNEL, SCOPE, Parts, said

@@ -17,8 +17,8 @@ from bot.memory.reconcile import Reconciler
 from bot.memory.structured import JsonAsker
 from bot.messages import IncomingMessage
 from bot.policy import PolicyResolver
+from testkit.fakes.openai_server import FakeOpenAI, text
 from tests.conftest import MakeApp
-from tests.fakes.openai_server import FakeOpenAI, text
 from tests.helpers import CollectingSink
 
 WHEN = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

@@ -12,8 +12,8 @@ import pytest
 from bot.app import BotApp
 from bot.keys import PersonKey
 from bot.messages import IncomingMessage
+from testkit.fakes.openai_server import FakeOpenAI
 from tests.conftest import MakeApp
-from tests.fakes.openai_server import FakeOpenAI
 from tests.helpers import CollectingSink
 
 JAN = datetime(2026, 1, 14, 10, 0, tzinfo=UTC)

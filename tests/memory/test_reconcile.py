@@ -10,7 +10,7 @@ from bot.memory.reconcile import Candidate, Reconciler
 from bot.memory.structured import JsonAsker
 from bot.model import ModelClient
 from bot.stores.sqlite import SqliteStore
-from tests.fakes.openai_server import FakeOpenAI, status, text
+from testkit.fakes.openai_server import FakeOpenAI, status, text
 
 ALICE = PersonKey("test", "T1", "U1")
 

@@ -12,7 +12,7 @@ from bot.memory.reconcile import Candidate, Reconciler
 from bot.memory.structured import JsonAsker
 from bot.model import ModelClient
 from bot.stores.sqlite import SqliteStore
-from tests.fakes.openai_server import FakeOpenAI, text
+from testkit.fakes.openai_server import FakeOpenAI, text
 
 ALICE = PersonKey("slack", "T1", "U1")
 PUBLIC = "public"

@@ -10,7 +10,7 @@ from bot.app import BotApp
 from bot.keys import PersonKey
 from bot.memory.speaker_facts import scope_name, spans_platform
 from bot.messages import IncomingMessage
-from tests.fakes.openai_server import FakeOpenAI, message_text
+from testkit.fakes.openai_server import FakeOpenAI, message_text
 from tests.helpers import CollectingSink
 
 

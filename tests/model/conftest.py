@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-# `tests.fakes` lives outside the installed packages; make the repo root importable even when
+# `tests` is not an installed package; make the repo root importable even when
 # pytest runs with rootdir-relative sys.path handling (no tests/__init__.py).
 _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from bot.model import ModelClient  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
+from testkit.fakes.openai_server import FakeOpenAI  # noqa: E402
 
 API_KEY = "sk-test-SECRET-0123456789abcdef"
 

@@ -13,7 +13,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.fakes.openai_server import (
+from testkit.fakes.openai_server import (
     FakeOpenAI,
     Reply,
     Step,
@@ -182,11 +182,11 @@ def _free_port() -> int:
 
 
 def test_standalone_cli() -> None:
-    """`python -m tests.fakes.openai_server --port N` serves until terminated."""
+    """`python -m testkit.fakes.openai_server --port N` serves until terminated."""
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.openai_server", "--port", str(port)],
+        [sys.executable, "-m", "testkit.fakes.openai_server", "--port", str(port)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -13,7 +13,7 @@ import pytest
 from openai.types.chat import ChatCompletionChunk
 
 from bot.model import ModelClient, ModelError, ModelResponse, Usage, _StreamAccumulator
-from tests.fakes.openai_server import (
+from testkit.fakes.openai_server import (
     FakeOpenAI,
     disconnect,
     hang,

@@ -9,8 +9,8 @@ from typing import Any
 import openai
 import pytest
 
-from tests.fakes.openai_rules import CONVERSATION_RULES, Rejection
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.fakes.openai_rules import CONVERSATION_RULES, Rejection
+from testkit.fakes.openai_server import FakeOpenAI
 
 
 def _call(call_id: str, name: str = "get_current_weather") -> dict[str, Any]:

@@ -33,7 +33,7 @@ from bot.memory.audit import audit
 from bot.memory.audit_cli import run_audit
 from bot.memory.nightly import build_consolidator
 from bot.messages import IncomingMessage, MessageRef
-from tests.fakes.openai_server import FakeOpenAI, Step, default_brain, message_text, text
+from testkit.fakes.openai_server import FakeOpenAI, Step, default_brain, message_text, text
 from tests.helpers import CollectingSink
 
 _ids = itertools.count(1)

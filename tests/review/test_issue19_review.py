@@ -15,7 +15,7 @@ import pytest
 
 from bot.keys import PersonKey
 from bot.memory.audit import audit
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.fakes.openai_server import FakeOpenAI
 from tests.redteam.test_memory_redteam import (
     C1,
     C1_THREAD,
@@ -229,7 +229,7 @@ async def test_a_slack_connect_channel_is_not_a_public_place_of_the_team() -> No
     from slack_sdk.web.async_client import AsyncWebClient
 
     from adapters.slack.channels import ChannelDirectory
-    from tests.fakes.slack_api import FakeSlack
+    from testkit.fakes.slack_api import FakeSlack
 
     fake = await FakeSlack().start()
     try:

@@ -37,10 +37,10 @@ from urllib.parse import urlencode
 
 import aiohttp
 
-from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.slack_api import FakeSlack, Message
+from testkit.fakes.openai_server import FakeOpenAI
+from testkit.fakes.slack_api import FakeSlack, Message
+from testkit.slack_harness import SECRET, event_body, signed_headers
 from tests.scale.model import markers_in
-from tests.slack.harness import SECRET, event_body, signed_headers
 
 BOT = Path(sys.executable).with_name("bot")  # the venv's console script
 START_TIMEOUT = 60.0

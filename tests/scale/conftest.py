@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.openai_server import Brain, FakeOpenAI
-from tests.fakes.slack_api import FakeSlack
+from testkit.fakes.openai_server import Brain, FakeOpenAI
+from testkit.fakes.slack_api import FakeSlack
 from tests.scale.cluster import Cluster
 
 MakeCluster = Callable[..., Awaitable[Cluster]]

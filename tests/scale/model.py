@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes.openai_server import FakeOpenAI, Step, message_text, text, tool_calls
+from testkit.fakes.openai_server import FakeOpenAI, Step, message_text, text, tool_calls
 
 MARKER = re.compile(r"\bq-[0-9a-z]+-\d+\b")
 

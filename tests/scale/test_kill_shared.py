@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fakes.mcp_server import FakeMcp
+from testkit.fakes.mcp_server import FakeMcp
 from tests.scale.conftest import MakeCluster
 from tests.scale.model import (
     ScaleBrain,

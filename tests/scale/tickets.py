@@ -7,7 +7,7 @@ that count is the oracle, independent of anything the bot reports.
 
 from __future__ import annotations
 
-from tests.fakes.mcp_server import FakeMcp
+from testkit.fakes.mcp_server import FakeMcp
 from tests.scale.cluster import BotProcess, Cluster
 from tests.scale.model import markers_in
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from bot.core import BotCore
-from tests.fakes.slack_api import FakeSlack
+from testkit.fakes.slack_api import FakeSlack
+from testkit.slack_harness import SlackHarness
 from tests.slack.echo_core import EchoCore
-from tests.slack.harness import SlackHarness
 
 StartHarness = Callable[..., Awaitable[SlackHarness]]
 

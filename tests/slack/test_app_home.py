@@ -26,10 +26,10 @@ from bot.settings_overview import ChannelOverride, SettingsOverview, TeamSetting
 from bot.stores.place_settings import TEAM_WIDE, SettingChange
 from bot.stores.protocols import StoreUnavailable
 from bot.stores.sqlite_worker import transaction
-from tests.fakes.slack_api import FakeSlack, Identity, check_view
+from testkit.fakes.slack_api import FakeSlack, Identity, check_view
+from testkit.slack_harness import SlackHarness
 from tests.slack.conftest import StartHarness
 from tests.slack.echo_core import EchoCore
-from tests.slack.harness import SlackHarness
 from tests.slack.test_hostile import no_tracebacks
 
 ADMIN = "UADMIN"  # FakeSlack's workspace admin

@@ -13,11 +13,11 @@ import pytest
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.slack.commands import COMMAND_STOPPED, COMMANDS, CUT_NOTE
-from tests.fakes.mcp_server import FakeMcp
-from tests.fakes.slack_api import FakeSlack
+from testkit.fakes.mcp_server import FakeMcp
+from testkit.fakes.slack_api import FakeSlack
+from testkit.slack_harness import SlackHarness
 from tests.slack.conftest import StartHarness
 from tests.slack.echo_core import EchoCore
-from tests.slack.harness import SlackHarness
 from tests.slack.test_hostile import no_tracebacks
 
 

@@ -13,11 +13,11 @@ from bot.app import BotApp
 from bot.keys import TeamKey
 from bot.memory.audit import audit
 from bot.stores.memory_index import MemoryScope
-from tests.fakes.openai_server import FakeOpenAI, text
-from tests.fakes.slack_api import FakeSlack, message_changed_event, message_deleted_event
+from testkit.fakes.openai_server import FakeOpenAI, text
+from testkit.fakes.slack_api import FakeSlack, message_changed_event, message_deleted_event
+from testkit.slack_harness import HANDLED, SlackHarness
 from tests.slack.conftest import StartHarness
 from tests.slack.echo_core import EchoCore
-from tests.slack.harness import HANDLED, SlackHarness
 
 TEAM = TeamKey("slack", "T0TEST")
 

@@ -12,8 +12,8 @@ import pytest
 
 from bot.core import CommandRequest
 from bot.keys import PersonKey
+from testkit.slack_harness import SlackHarness, event_body, new_ts
 from tests.slack.conftest import StartHarness
-from tests.slack.harness import SlackHarness, event_body, new_ts
 from tests.slack.test_hostile import ACK_LIMIT, mention_acked_during, no_tracebacks
 
 MEGA = "x" * 1_000_000

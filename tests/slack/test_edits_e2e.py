@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.slack.routing import first_mention_by_edit
-from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.slack_api import message_changed_event
+from testkit.fakes.openai_server import FakeOpenAI
+from testkit.fakes.slack_api import message_changed_event
+from testkit.slack_harness import HANDLED, SlackHarness, new_ts
 from tests.slack.echo_core import EchoCore
-from tests.slack.harness import HANDLED, SlackHarness, new_ts
 
 BOT = "<@UBOT>"
 

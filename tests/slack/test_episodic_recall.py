@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from bot.app import BotApp
-from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.slack_api import FakeSlack
-from tests.slack.harness import SlackHarness
+from testkit.fakes.openai_server import FakeOpenAI
+from testkit.fakes.slack_api import FakeSlack
+from testkit.slack_harness import SlackHarness
 
 HEADER = "Memories from earlier conversations"
 JAN, MARCH = 1768384800, 1772442000  # 14 January 2026, 2 March 2026 (UTC)

@@ -6,10 +6,10 @@ import asyncio
 import json
 import time
 
-from tests.fakes.slack_api import FakeSlack
+from testkit.fakes.slack_api import FakeSlack
+from testkit.slack_harness import HANDLED, SlackHarness, event_body, new_ts
 from tests.slack.conftest import StartHarness
 from tests.slack.echo_core import EchoCore
-from tests.slack.harness import HANDLED, SlackHarness, event_body, new_ts
 
 
 async def test_mention_is_answered_in_a_thread(slack: SlackHarness, echo_core: EchoCore) -> None:

@@ -14,8 +14,8 @@ import pytest
 from bot.app import BotApp
 from bot.keys import TeamKey
 from bot.stores.feedback import Tally
-from tests.fakes.slack_api import FakeSlack, block_actions_payload, invalid_blocks
-from tests.slack.harness import SlackHarness, new_ts
+from testkit.fakes.slack_api import FakeSlack, block_actions_payload, invalid_blocks
+from testkit.slack_harness import SlackHarness, new_ts
 
 
 def _buttons(fake: FakeSlack, channel: str, thread: str) -> tuple[str, dict[str, Any]]:

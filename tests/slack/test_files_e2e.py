@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.slack_api import FakeSlack
+from testkit.fakes.openai_server import FakeOpenAI
+from testkit.fakes.slack_api import FakeSlack
+from testkit.files import LAST_LOG_LINE, make_log, make_pdf, make_png
+from testkit.slack_harness import SlackHarness, new_ts
 from tests.slack.conftest import StartHarness
-from tests.slack.harness import SlackHarness, new_ts
-from tests.support.files import LAST_LOG_LINE, make_log, make_pdf, make_png
 
 
 async def _dm_files(

@@ -17,8 +17,8 @@ import pytest
 from aiohttp import ClientResponse
 
 from bot import metrics
+from testkit.slack_harness import SlackHarness, event_body, new_ts, signed_headers
 from tests.slack.echo_core import EchoCore
-from tests.slack.harness import SlackHarness, event_body, new_ts, signed_headers
 
 ACK_LIMIT = 1.0  # seconds; Slack gives up after 3
 
@@ -94,7 +94,7 @@ def _signed_bytes(body: bytes) -> dict[str, str]:
     import hashlib
     import hmac
 
-    from tests.slack.harness import SECRET
+    from testkit.slack_harness import SECRET
 
     stamp = str(int(time.time()))
     digest = hmac.new(SECRET.encode(), b"v0:" + stamp.encode() + b":" + body, hashlib.sha256)

@@ -11,10 +11,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app import BotApp
 from bot.stores.inbox import InboxItem
-from tests.fakes.openai_server import FakeOpenAI, hang, message_text, text
+from testkit.fakes.openai_server import FakeOpenAI, hang, message_text, text
+from testkit.slack_harness import SlackHarness, new_ts
 from tests.helpers import until
 from tests.slack.conftest import StartHarness
-from tests.slack.harness import SlackHarness, new_ts
 from tests.support.tcp_proxy import TcpProxy
 
 KIND = "slack.message"

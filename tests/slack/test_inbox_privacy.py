@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.core import CommandRequest
-from tests.fakes.openai_server import FakeOpenAI, text
+from testkit.fakes.openai_server import FakeOpenAI, text
 from tests.helpers import until
 from tests.slack.conftest import StartHarness
 

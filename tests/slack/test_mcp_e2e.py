@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.mcp_server import FakeMcp
-from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
-from tests.slack.harness import SlackHarness
+from testkit.fakes.mcp_server import FakeMcp
+from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
+from testkit.slack_harness import SlackHarness
 
 TOKEN = "slack-mcp-token-5e8d0a"
 

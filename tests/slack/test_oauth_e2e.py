@@ -10,10 +10,10 @@ import pytest
 from adapters.slack import MemoryInstallationStorage, SlackConfigError
 from adapters.slack.app import SlackRuntime
 from adapters.slack.config import SlackConfig
-from tests.fakes.slack_api import FakeSlack
+from testkit.fakes.slack_api import FakeSlack
+from testkit.slack_harness import SlackHarness
 from tests.slack.conftest import StartHarness
 from tests.slack.echo_core import EchoCore
-from tests.slack.harness import SlackHarness
 
 
 async def _start(

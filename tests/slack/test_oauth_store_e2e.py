@@ -24,10 +24,10 @@ from adapters.slack.oauth import SlackInstallationStorage
 from bot.app import BotApp
 from bot.logsetup import JsonFormatter
 from bot.stores.sqlite import SqliteStore
-from tests.fakes.slack_api import FakeSlack
+from testkit.fakes.slack_api import FakeSlack
+from testkit.slack_harness import SlackHarness
 from tests.slack.conftest import StartHarness
 from tests.slack.echo_core import EchoCore
-from tests.slack.harness import SlackHarness
 from tests.slack.test_oauth_e2e import _install, refused
 
 OpenStore = Callable[[], Awaitable[SqliteStore]]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.slack.harness import SlackHarness, new_ts
+from testkit.slack_harness import SlackHarness, new_ts
 
 
 async def test_mention_then_follow_up_in_the_thread(slack_real: SlackHarness) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from adapters.slack.mrkdwn import markdown_to_mrkdwn
+from testkit.slack_harness import SlackHarness, new_ts
 from tests.slack.conftest import StartHarness
 from tests.slack.echo_core import EchoCore
-from tests.slack.harness import SlackHarness, new_ts
 
 LONG = "\n\n".join(f"Paragraph {n}: " + ("word " * 180).strip() for n in range(9))  # ~8.7k chars
 HUGE = "\n\n".join(f"Section {n}: " + ("data " * 190).strip() for n in range(21))  # ~20k chars

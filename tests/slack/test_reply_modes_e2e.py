@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.slack.harness import SlackHarness, new_ts
+from testkit.slack_harness import SlackHarness, new_ts
 
 ADMIN = "UADMIN"  # FakeSlack's workspace admin
 

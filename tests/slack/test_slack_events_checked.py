@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 from bot import metrics
+from testkit.slack_harness import SlackHarness, new_ts
 from tests.slack.echo_core import EchoCore
-from tests.slack.harness import SlackHarness, new_ts
 
 
 def dropped(reason: str) -> float:

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from testkit.slack_harness import SlackHarness, new_ts, signed_headers
 from tests.slack.conftest import StartHarness
 from tests.slack.echo_core import EchoCore
-from tests.slack.harness import SlackHarness, new_ts, signed_headers
 from tests.slack.test_hostile import ACK_LIMIT, no_tracebacks, rejected
 
 IDLE = 0.3

@@ -9,9 +9,9 @@ import time
 import aiohttp
 
 from adapters.slack import SlackConfig, run_slack
-from tests.fakes.slack_api import FakeSlack
+from testkit.fakes.slack_api import FakeSlack
+from testkit.slack_harness import HANDLED, event_body, new_ts
 from tests.slack.echo_core import EchoCore
-from tests.slack.harness import HANDLED, event_body, new_ts
 
 
 def _free_port() -> int:

@@ -10,10 +10,10 @@ from typing import Any
 
 from bot.app import BotApp
 from bot.memory.audit import audit
-from tests.fakes.openai_server import FakeOpenAI, Step, default_brain, text
-from tests.fakes.slack_api import FakeSlack, message_changed_event, message_deleted_event
+from testkit.fakes.openai_server import FakeOpenAI, Step, default_brain, text
+from testkit.fakes.slack_api import FakeSlack, message_changed_event, message_deleted_event
+from testkit.slack_harness import HANDLED, SlackHarness, new_ts
 from tests.slack.conftest import StartHarness
-from tests.slack.harness import HANDLED, SlackHarness, new_ts
 
 
 def asked_with(fake: FakeOpenAI, words: str) -> str:

@@ -31,10 +31,10 @@ from adapters.slack.oauth import (
 from bot import metrics
 from bot.secrets import PREFIX, SecretBox
 from bot.stores.sqlite import SqliteStore
-from tests.fakes.slack_api import FakeSlack
+from testkit.fakes.slack_api import FakeSlack
+from testkit.slack_harness import SlackHarness
 from tests.slack.conftest import StartHarness
 from tests.slack.echo_core import EchoCore
-from tests.slack.harness import SlackHarness
 
 KEY = "a passphrase that is long enough"
 CLIENT = ("111.222", "client-secret")

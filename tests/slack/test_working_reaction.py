@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.slack.config import SlackConfig
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.fakes.openai_server import FakeOpenAI
 from tests.slack.conftest import StartHarness
 from tests.slack.echo_core import EchoCore
 

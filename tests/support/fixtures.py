@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 
+from testkit.mongoeco import MongoecoMissing, mongoeco_python, mongoeco_server
 from tests.support.ci import missing
-from tests.support.mongoeco import MongoecoMissing, mongoeco_python, mongoeco_server
 from tests.support.tcp_proxy import TcpProxy
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"

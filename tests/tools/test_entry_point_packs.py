@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.core import CommandRequest
-from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
+from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.helpers import say
 from tests.support.ci import missing
 from tools.packs import PACKS

@@ -27,7 +27,7 @@ import pytest
 
 from bot.app import BotApp
 from bot.core import CommandRequest
-from tests.fakes.openai_server import FakeOpenAI, text
+from testkit.fakes.openai_server import FakeOpenAI, text
 from tests.helpers import say
 from tools.executor import ExecutorConfig, ToolExecutor
 from tools.mcp.connection import McpPool, ServerDown

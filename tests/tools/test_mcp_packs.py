@@ -1,5 +1,5 @@
 """MCP servers as tool packs, through the whole bot (BotApp on the fake model server) against a
-real MCP server (the SDK's MCPServer over streamable HTTP on loopback, tests/fakes/mcp_server)."""
+real MCP server (the SDK's MCPServer over streamable HTTP on loopback, testkit/fakes/mcp_server)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 
 from bot.app import BotApp
 from bot.core import CommandRequest
-from tests.fakes.mcp_server import FakeMcp
-from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
+from testkit.fakes.mcp_server import FakeMcp
+from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.helpers import say
 from tools.breaker import BreakerBoard, BreakerConfig
 

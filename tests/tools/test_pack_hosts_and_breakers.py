@@ -12,7 +12,7 @@ from aiohttp import web
 from bot.core import CommandRequest
 from bot.keys import TeamKey
 from bot.metrics import render
-from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
+from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.helpers import say
 
 

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.core import CommandRequest
-from tests.fakes.mcp_server import FakeMcp
-from tests.fakes.openai_server import FakeOpenAI, text, tool_calls
+from testkit.fakes.mcp_server import FakeMcp
+from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.helpers import say
 from tools.selection import SelectionConfig, ToolSelector, terms
 

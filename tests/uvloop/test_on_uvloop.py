@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from bot import eventloop
+from testkit.fakes.discord_api import FakeDiscord
+from testkit.slack_harness import SlackHarness
 from tests.discord.conftest import StartDiscord
 from tests.discord.test_conversation import first_channel
-from tests.fakes.discord_api import FakeDiscord
-from tests.slack.harness import SlackHarness
 
 
 def _loop_module() -> str:

@@ -28,7 +28,7 @@ from adapters.slack import SlackConfig, create_http_app
 from adapters.slack.connguard import GuardedSite, app_runner
 from adapters.slack.oauth import SlackInstallationStorage
 from bot.core import BotCore
-from tests.fakes.slack_api import (
+from testkit.fakes.slack_api import (
     FakeSlack,
     app_mention_edited_event,
     message_changed_event,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pymongo import MongoClient
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PYTHON = REPO / ".ci-venv" / "mongoeco" / "bin" / "python"
 SERVER_SCRIPT = Path(__file__).with_name("mongoeco_server.py")
 START_TIMEOUT = 30.0

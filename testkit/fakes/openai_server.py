@@ -17,7 +17,7 @@ or from sync / subprocess tests (its own event loop in a background thread)::
     ...
     fake.stop()
 
-or by hand: ``python -m tests.fakes.openai_server --port 8900``.
+or by hand: ``python -m testkit.fakes.openai_server --port 8900``.
 
 Each chat request consumes the next scripted step (`push`); with an empty script the "brain"
 answers (`default_brain`, replaceable via `brain=`). Every chat request body is recorded in
@@ -44,8 +44,8 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes import memory_brain
-from tests.fakes.openai_rules import (
+from testkit.fakes import memory_brain
+from testkit.fakes.openai_rules import (
     CONVERSATION_RULES,
     Rejection,
     Rule,
@@ -345,7 +345,7 @@ class FakeOpenAI:
     `latency`: seconds added before every chat answer; `chunk_delay`: between SSE chunks.
     `models_endpoint=False` makes GET /models 404 (servers without it).
     `stream_options="honour" | "ignore" | "reject"`: how `stream_options.include_usage` is met.
-    `rules`: what the real API refuses with 400 (`tests.fakes.openai_rules`: unknown roles, tool
+    `rules`: what the real API refuses with 400 (`testkit.fakes.openai_rules`: unknown roles, tool
     messages nobody asked for, tool calls left unanswered); `text_only_models`: models that, like
     OpenAI's text-only ones, also refuse `image_url` parts. Refusals are kept in `rejections`.
     """
