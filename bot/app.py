@@ -74,7 +74,7 @@ from bot.toolbox import ToolboxFactory
 from bot.turn import STORE_DOWN_REPLY, Model, TurnResult, TurnRunner
 from bot.usage.bill import Bill, billed_to, team_bill
 from bot.usage.command import UsageCommands
-from bot.usage.gate import BudgetGate
+from bot.usage.gate import BudgetGate, Hold
 from bot.usage.meter import UsageMeter
 from bot.usage.prices import Prices
 from tools.keylocks import KeyLocks
@@ -306,7 +306,7 @@ class BotApp(ServesInbox):
                         )
                         await sink.finish(STORE_DOWN_REPLY, error=True)
                         return None
-                    hold = await self.budgets.open(message, policy)
+                    hold = await self._budget_hold(message, policy)
                     if isinstance(hold, str):  # a budget is used up: no model request
                         await sink.finish(hold)
                         return None
@@ -552,6 +552,17 @@ class BotApp(ServesInbox):
             log.exception("summary_crashed", extra={"fields": {"session": session.id}})
             with contextlib.suppress(Exception):  # e.g. the store is down: nothing to record in
                 await self.memory.record_failure(session)
+
+    async def _budget_hold(
+        self, message: IncomingMessage, policy: PlacePolicy
+    ) -> Hold | str | None:
+        """The turn's budgets; when they cannot be read (the usage store or cache is down) the
+        turn runs unbudgeted rather than not at all, and one line says so."""
+        try:
+            return await self.budgets.open(message, policy)
+        except Exception as exc:
+            log.warning("budget_unavailable", extra={"fields": {"error": type(exc).__name__}})
+            return None
 
     def set_admin_notice(self, notice: AdminNotice) -> None:
         self.admin_notice = notice

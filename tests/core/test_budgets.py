@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from bot.core import CommandReply, CommandRequest
+from bot.stores.protocols import StoreUnavailable
 from testkit.fakes.openai_server import FakeOpenAI, Reply, default_brain, text
 from tests.helpers import CollectingSink, message, say
 
@@ -187,3 +188,20 @@ async def test_embeddings_are_metered_for_the_team(make_app: Any, fake_openai: F
     assert sent and sum(r.prompt for r in rows) == sum(int(u["prompt_tokens"]) for u in sent)
     assert {r.team for r in rows} == {"test:T1"}
     assert all(r.estimated == 0 and r.completion == 0 for r in rows)
+
+
+async def test_a_usage_store_down_runs_the_turn_unbudgeted(
+    make_app: Any, fake_openai: FakeOpenAI, caplog: Any
+) -> None:
+    """Budgets that cannot be read do not stop the bot: the turn is answered, one line says why."""
+    app = await make_app()
+    await config(app, "set team budget=1000/day")
+    assert app.usage is not None
+
+    async def down(**_: Any) -> Any:
+        raise StoreUnavailable("usage store down")
+
+    app.usage.usage = down  # type: ignore[method-assign]  # the seeding read fails
+    sink = await say(app, "still there?", user="U1")
+    assert sink.final == "ok: still there?" and not sink.error
+    assert [r.getMessage() for r in caplog.records].count("budget_unavailable") == 1
