@@ -27,7 +27,7 @@ INSTRUCTIONS_MAX = 2000  # characters (DESIGN: `instructions`)
 # The keys a place's policy holds, in the order `/config show` lists them.
 KEYS = (
     "instructions", "model", "tools", "reply", "bots", "language", "memory", "budget",
-    "person_budget",
+    "person_budget", "lean_model",
 )  # fmt: skip
 BUDGET_KEYS = ("budget", "person_budget")
 
@@ -57,6 +57,7 @@ class PlacePolicy:
     language: str = "auto"
     memory: bool = True
     budgets: tuple[ScopedBudget, ...] = ()
+    lean_model: str = ""  # the model of lean turns (a budget at 80 %); "" = the place's model
     sources: Mapping[str, Layer] = field(default_factory=dict)  # key -> where it came from
 
     def source(self, key: str) -> Layer:
@@ -108,9 +109,9 @@ def parse_value(key: str, raw: str, *, models: frozenset[str]) -> object:
         if len(value) > INSTRUCTIONS_MAX:
             raise ValueError(f"instructions: at most {INSTRUCTIONS_MAX:,} characters")
         return value
-    if key == "model":
+    if key in ("model", "lean_model"):
         if value not in models:
-            raise ValueError(f"model: one of {', '.join(sorted(models))}")
+            raise ValueError(f"{key}: one of {', '.join(sorted(models))}")
         return value
     if key == "tools":
         if value in {"all", ""}:
@@ -186,6 +187,7 @@ def resolve(
     return PlacePolicy(
         instructions=str(values.get("instructions", "")),
         model="" if model == default_model else model,
+        lean_model=str(values.get("lean_model", "")),
         tools=tools if isinstance(tools, frozenset) else None,
         reply=str(values.get("reply", DEFAULT_POLICY.reply)),
         bots=str(values.get("bots", DEFAULT_POLICY.bots)),

@@ -438,6 +438,13 @@ class TurnRunner:
     def _lean(turn: Turn) -> bool:
         return turn.hold is not None and turn.hold.lean
 
+    @classmethod
+    def _model_of(cls, turn: Turn) -> str | None:
+        """The place's model; on a lean turn the cheaper one its admins named (`lean_model`)."""
+        if cls._lean(turn) and turn.policy.lean_model:
+            return turn.policy.lean_model
+        return turn.policy.model or None
+
     async def take_files(self, turn: Turn) -> None:
         """Step 4: the shared files, fitted into a share of this turn's room."""
         if turn.msg.attachments:
@@ -538,7 +545,7 @@ class TurnRunner:
                     tool_choice="none" if final_round and turn.schemas else None,
                     on_delta=turn.sink.delta,
                     max_tokens=builder.reply_tokens,
-                    model=turn.policy.model or None,
+                    model=self._model_of(turn),
                 )
             except ModelError as err:
                 if err.kind != "bad_request" or round_no > 1 or not self._degrade(turn, ex):

@@ -167,7 +167,8 @@ class BudgetGate:
             await self.alerts(counters, values)
             return self.refusal(used_up[0])
         lean = any(v >= LEAN_AT * c.limit for c, v in zip(counters, values, strict=True))
-        return Hold(self, counters, policy.model or self.default_model, lean=lean)
+        model = (policy.lean_model if lean else "") or policy.model or self.default_model
+        return Hold(self, counters, model, lean=lean)
 
     def amount(self, c: BudgetCounter, model: str, prompt: int, completion: int) -> int:
         if c.scoped.budget.unit == "tokens":
@@ -230,7 +231,8 @@ class BudgetGate:
                         "Turns there are refused until it resets "
                         f"{when_it_resets(budget.period, self.clock())}."
                         if share >= 1.0
-                        else "Turns there now run lean (shorter context, no recall)."
+                        else "Turns there now run lean (shorter context, no recall, and the "
+                        "`lean_model` if one is set)."
                     )
                 )
                 log.warning(

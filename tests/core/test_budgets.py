@@ -81,8 +81,8 @@ async def test_a_person_budget_counts_each_person(make_app: Any, fake_openai: Fa
 
 
 async def test_at_80_percent_the_turn_runs_lean(make_app: Any, fake_openai: FakeOpenAI) -> None:
-    app = await make_app()
-    await config(app, "set team budget=20000/day")
+    app = await make_app(bot_models="gpt-4o,gpt-4.1-nano")
+    await config(app, "set team budget=20000/day model=gpt-4o lean_model=gpt-4.1-nano")
     answers = {"usage": usage(100, 100), "text": "answer"}
 
     def brain(request: dict[str, Any]) -> Any:
@@ -100,11 +100,13 @@ async def test_at_80_percent_the_turn_runs_lean(make_app: Any, fake_openai: Fake
     big = "word " * 1500  # with the history kept, more than the lean room
     before = await app.run_turn(message("push it over " + big, user="U1"), CollectingSink())
     assert before is not None
+    assert fake_openai.requests[-1]["model"] == "gpt-4o"  # under 80 %: the place's model
     answers.update(usage=usage(100, 10), text="lean")
     sink = CollectingSink()
     result = await app.run_turn(message("and now " + big, user="U1"), sink)
     assert sink.final == "lean"
     assert result is not None
+    assert fake_openai.requests[-1]["model"] == "gpt-4.1-nano"  # the cheaper one named
     lean = app.runner.lean_builder.budget
     assert lean == full // 2
     # The full turn before it used more than the lean room; the lean one fits in it.
