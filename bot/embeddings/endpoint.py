@@ -41,13 +41,16 @@ class EndpointEmbedder:
             if self.meter is not None:
                 usage = getattr(response, "usage", None)
                 tokens = getattr(usage, "prompt_tokens", None)
+                # No usage sent: a character estimate (4 per token), not tiktoken over a batch
+                # of up to a million characters on the event loop.
+                counted = isinstance(tokens, int)
                 self.meter.record(
                     "embedding",
                     self.model,
-                    prompt=tokens if isinstance(tokens, int) else None,
+                    prompt=tokens if counted else max(1, sum(map(len, batch)) // 4),
                     cached=0,
                     completion=0,
-                    messages=[{"role": "user", "content": " ".join(batch)}],
+                    estimated=not counted,
                 )
             data = sorted(response.data, key=lambda d: d.index)
             if len(data) != len(batch):

@@ -62,9 +62,11 @@ class UsageMeter:
         completion: int | None,
         messages: Sequence[dict[str, Any]] = (),
         content: str = "",
+        estimated: bool = False,
     ) -> None:
-        """One finished request. `prompt`/`completion` None: the server sent no usage."""
-        estimated = prompt is None or completion is None
+        """One finished request. `prompt`/`completion` None: the server sent no usage (counted
+        here from `messages` and `content`); `estimated`: the caller estimated them itself."""
+        estimated = estimated or prompt is None or completion is None
         if estimated:
             guess_prompt, guess_completion = self.estimate(messages, content)
             prompt = guess_prompt if prompt is None else prompt

@@ -10,7 +10,8 @@ Discord rejects:
   with 4004), READY then one GUILD_CREATE per guild, dispatches numbered with `s`, RESUME
   replays what the session missed then RESUMED, `drop_connection()` cuts the TCP connection.
   zlib-stream transport compression is spoken when the client asks for it (discord.py does).
-- REST: `/users/@me` (401 for a bad token), `/oauth2/applications/@me`, `/gateway/bot`,
+- REST: `/users/@me` (401 for a bad token), `GET /users/{id}`, `POST /users/@me/channels`
+  (a DM), `/oauth2/applications/@me`, `/gateway/bot`,
   command sync (PUT), messages (create with JSON or multipart files, edit, delete; content over
   2,000 characters or an empty message is a 400; `enforce_nonce` returns the earlier message),
   typing, threads started from a message (THREAD_CREATE dispatched), interaction callbacks
@@ -969,6 +970,17 @@ class FakeDiscord:
     ) -> web.Response:
         if method == "GET" and path == "/users/@me":
             return _json(self.bot)
+        if method == "POST" and path == "/users/@me/channels":
+            # Create DM (docs: "Create a new DM channel with a user. Returns a DM channel
+            # object (if one already exists, it will be returned instead)").
+            recipient = str((body or {}).get("recipient_id", "")) if isinstance(body, dict) else ""
+            if recipient not in self.users:
+                return self._error(400, 50033, "Invalid Recipient(s)")
+            return _json(self.channels[self.dm_channel(recipient)])
+        user = re.fullmatch(r"/users/(\d+)", path)
+        if user and method == "GET":
+            found = self.users.get(user.group(1))
+            return _json(found) if found else self._error(404, 10013, "Unknown User")
         if method == "GET" and path == "/oauth2/applications/@me":
             return _json(self._application())
         if method == "GET" and path == "/gateway/bot":

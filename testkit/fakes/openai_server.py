@@ -367,6 +367,7 @@ class FakeOpenAI:
     script: deque[Step] = field(default_factory=deque)
     embedding_requests: list[dict[str, Any]] = field(default_factory=list)
     embeddings_down: bool = False  # /embeddings answers 500
+    embeddings_usage: bool = True  # False: /embeddings answers without `usage`
     rules: tuple[Rule, ...] = CONVERSATION_RULES
     rejections: list[Rejection] = field(default_factory=list)
 
@@ -521,12 +522,12 @@ class FakeOpenAI:
             {"object": "embedding", "index": i, "embedding": bag_of_words(t)}
             for i, t in enumerate(texts)
         ]
-        tokens = sum(estimate_tokens(t) for t in texts)
-        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
-        self.usage_sent.append((str(body["model"]), usage))
-        return web.json_response(
-            {"object": "list", "data": data, "model": body["model"], "usage": usage}
-        )
+        reply: dict[str, Any] = {"object": "list", "data": data, "model": body["model"]}
+        if self.embeddings_usage:
+            tokens = sum(estimate_tokens(t) for t in texts)
+            reply["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
+            self.usage_sent.append((str(body["model"]), reply["usage"]))
+        return web.json_response(reply)
 
     async def _models(self, request: web.Request) -> web.StreamResponse:
         denied = self._authorized(request)

@@ -169,10 +169,10 @@ async def test_ten_concurrent_turns_over_two_replicas_overshoot_by_at_most_one(
     assert sum(per_turn) <= 3000 + max(per_turn), per_turn
     # Settled on what was used: the reply allowance reserved and not used is given back, so
     # a later turn fits while the server's count says there is room.
-    if sum(per_turn) + max(per_turn) < 3000 * 0.8:
-        later = CollectingSink()
-        await a.handle_message(message("later", user="U99", channel="C99"), later)
-        assert later.final == "ok"
+    assert sum(per_turn) + max(per_turn) < 3000 * 0.8, per_turn  # the setup leaves room
+    later = CollectingSink()
+    await a.handle_message(message("later", user="U99", channel="C99"), later)
+    assert later.final == "ok"
 
 
 async def test_embeddings_are_metered_for_the_team(make_app: Any, fake_openai: FakeOpenAI) -> None:
@@ -207,3 +207,17 @@ async def test_a_usage_store_down_runs_the_turn_unbudgeted(
     sink = await say(app, "still there?", user="U1")
     assert sink.final == "ok: still there?" and not sink.error
     assert [r.getMessage() for r in caplog.records].count("budget_unavailable") == 1
+
+
+async def test_embeddings_without_usage_are_estimated(
+    make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.embeddings_usage = False
+    app = await make_app(episodic=True, bot_embedding_model="text-embedding-3-small")
+    await say(app, "the launch is on friday", user="U1")
+    assert app.episodic is not None
+    await app.episodic.indexer.idle()
+    await app.meter.flush()
+    assert app.usage is not None
+    rows = [r for r in await app.usage.usage(since="2000-01-01") if r.kind == "embedding"]
+    assert rows and all(r.estimated == r.requests and r.prompt > 0 for r in rows)

@@ -125,3 +125,27 @@ async def test_each_key_changes_what_the_model_receives(
     assert "language: de" not in there["messages"][0]["content"]
     assert there["model"] == "gpt-4o-mini"
     assert {t["function"]["name"] for t in there.get("tools") or []} >= {"remember"}
+
+
+async def test_a_budget_alert_reaches_the_admin_who_set_it_by_dm(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any
+) -> None:
+    """Crossing 100 % of a channel's budget: the admin who set it gets one DM (Create DM, then
+    a message there); the next mention is refused with the reset time."""
+    ada = fake_discord.add_user("Ada")
+    guild = fake_discord.add_guild("Guild A")
+    general = first_channel(fake_discord, guild)
+    h = await start_discord(await make_app())
+    assert "Set `budget`" in await configure(
+        fake_discord, general, ada, key="budget", value="50/day"
+    )
+    await ask(h, general, ada, "a question long enough to use the budget up")
+    dm = fake_discord.dm_channel(ada)
+    await fake_discord.wait_for(lambda: bool(said(fake_discord, dm)))
+    (alert,) = said(fake_discord, dm)
+    assert f"Budget alert: <#{general}>" in alert and "refused until it resets" in alert
+    await ask(h, general, ada, "and another")
+    await fake_discord.wait_for(lambda: len(said(fake_discord, general)) == 2)
+    assert "this channel's budget (50 tokens a day) is used up" in said(fake_discord, general)[1]
+    await h.idle()
+    assert said(fake_discord, dm) == [alert]  # one alert in the period
