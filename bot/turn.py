@@ -321,7 +321,8 @@ class TurnRunner:
             result.outcome, result.reply = "error", INTERNAL_ERROR_REPLY
         result.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         failed = result.outcome in {"model_error", "timeout", "error", "store_unavailable"}
-        if self.feedback and not failed and result.user_seq:
+        # A budget's refusal is not an answer to rate.
+        if self.feedback and not failed and result.outcome != "budget" and result.user_seq:
             offer_feedback(sink, ReplyRef(msg.session, result.turn_id, result.user_seq))
         try:
             await sink.finish(result.reply, error=failed)

@@ -151,7 +151,16 @@ async def test_ten_concurrent_turns_over_two_replicas_overshoot_by_at_most_one(
         return text("ok")
 
     fake_openai.brain = slow
-    sinks = [CollectingSink() for _ in range(10)]
+
+    class RatedSink(CollectingSink):
+        """A sink that shows feedback buttons (it has `rate_with`)."""
+
+        rated: bool = False
+
+        def rate_with(self, ref: object) -> None:
+            self.rated = True
+
+    sinks = [RatedSink() for _ in range(10)]
     await asyncio.gather(
         *(
             (a if i % 2 else b).handle_message(
@@ -164,6 +173,7 @@ async def test_ten_concurrent_turns_over_two_replicas_overshoot_by_at_most_one(
     refused = [s for s in sinks if s.final and "budget" in s.final]
     assert len(answered) + len(refused) == 10
     assert answered and refused
+    assert all(s.rated for s in answered) and not any(s.rated for s in refused)  # not rated
     per_turn = spent(fake_openai)
     assert len(per_turn) == len(answered)
     assert sum(per_turn) <= 3000 + max(per_turn), per_turn
