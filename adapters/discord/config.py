@@ -9,6 +9,8 @@ Behaviour settings beyond DESIGN's contract (named here, defaults in brackets):
 - `DISCORD_ALLOW_BOTS` [false]: answer other bots' mentions too (never its own messages).
 - `DISCORD_SHARD_COUNT` [unset]: run an `AutoShardedClient` with this many shards; unset, the
   bot asks Discord (`GET /gateway/bot`) and shards only when Discord recommends more than one.
+- `DISCORD_SHARDS` [unset: all]: `first-last`, the shards this process runs of
+  `DISCORD_SHARD_COUNT` (required with it); see `adapters.discord.shards`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.discord.settings import ALL_GUILDS, DEFAULT_API_URL, parse_guild_ids
+from adapters.discord.shards import ShardPlan, ShardRangeError
 
 MESSAGE_LIMIT = 2000
 
@@ -41,6 +44,7 @@ class DiscordConfig:
     gateway_url: str | None = None
     command_guilds: tuple[int, ...] = ()
     shard_count: int | None = None
+    shard_ids: tuple[int, ...] | None = None  # DISCORD_SHARDS; None: every shard of the count
     thread_guilds: frozenset[str] = frozenset()
     thread_everywhere: bool = False
     allow_bots: bool = False
@@ -58,6 +62,10 @@ class DiscordConfig:
     shutdown_grace_seconds: float = 20.0
     max_ratelimit_timeout: float = 60.0  # longer rate-limit waits fail instead of hanging
 
+    @property
+    def shards(self) -> ShardPlan:
+        return ShardPlan(count=self.shard_count, ids=self.shard_ids)
+
     def threads_in(self, guild_id: str) -> bool:
         return self.thread_everywhere or guild_id in self.thread_guilds
 
@@ -72,6 +80,12 @@ class DiscordConfig:
                 "DISCORD_TOKEN is not set: copy the bot token from the Developer Portal "
                 "(your application → Bot → Reset Token)"
             )
+        try:
+            shards = ShardPlan.from_settings(
+                getattr(own, "discord_shards", ""), own.discord_shard_count
+            )
+        except ShardRangeError as exc:
+            raise DiscordConfigError(str(exc)) from None
         threads = _ids(own.discord_thread_guilds, "DISCORD_THREAD_GUILDS", allow_all=True)
         return cls(
             token=token.strip(),
@@ -80,7 +94,8 @@ class DiscordConfig:
             command_guilds=tuple(
                 int(p) for p in _ids(own.discord_command_guilds, "DISCORD_COMMAND_GUILDS")
             ),
-            shard_count=own.discord_shard_count,
+            shard_count=shards.count,
+            shard_ids=shards.ids,
             thread_guilds=frozenset(p for p in threads if p != ALL_GUILDS),
             thread_everywhere=ALL_GUILDS in threads,
             allow_bots=own.discord_allow_bots,

@@ -2,8 +2,10 @@
 
 Start-up: the settings are checked, discord.py is pointed at `DISCORD_API_URL` /
 `DISCORD_GATEWAY_URL` (`endpoints.py`), then one REST call pair checks the token and asks
-Discord how many shards it recommends (`GET /users/@me`, `GET /gateway/bot`): an
-`AutoShardedClient` runs when `DISCORD_SHARD_COUNT` is set or Discord recommends more than one.
+Discord how many shards it recommends and how many may identify at once (`GET /users/@me`,
+`GET /gateway/bot`): an `AutoShardedClient` runs when `DISCORD_SHARD_COUNT` is set or Discord
+recommends more than one, on the shards `DISCORD_SHARDS` names (all by default; see
+`adapters.discord.shards`).
 Then the core opens (and starts its background jobs, see `adapters.common.startup`), `/healthz`
 and `/metrics` are served on BOT_HTTP_HOST:BOT_HTTP_PORT, and the client runs until SIGTERM or
 SIGINT, when answers in flight finish before it disconnects.
@@ -18,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+from dataclasses import dataclass
 
 import discord
 import yarl
@@ -48,8 +51,9 @@ BAD_TOKEN = (
 
 
 SHARDING_REQUIRED = (
-    "Discord requires sharding (close code 4011: past 2,500 servers one connection may not "
-    "serve them all): unset DISCORD_SHARD_COUNT to use the count Discord recommends, or raise it"
+    "Discord requires sharding (close code 4011: one shard may serve at most 2,500 servers): "
+    "unset DISCORD_SHARD_COUNT (and DISCORD_SHARDS) to use the count Discord recommends, or "
+    "raise DISCORD_SHARD_COUNT and give each process its DISCORD_SHARDS=first-last range"
 )
 
 
@@ -68,22 +72,35 @@ async def main(settings: Settings) -> int:
     from adapters.common.startup import running_core
 
     try:
-        shards = await preflight(config)
+        gateway = await preflight(config)
         async with running_core(settings) as core:
-            await run_discord(core, config, shard_count=shards)
+            await run_discord(
+                core,
+                config,
+                shard_count=gateway.shard_count,
+                max_concurrency=gateway.max_concurrency,
+            )
     except DiscordStartError as exc:
         raise ConfigError(str(exc)) from None
     return 0
 
 
-async def preflight(config: DiscordConfig) -> int | None:
-    """Point discord.py at its endpoints, check the token, pick the shard count (None: one
-    connection, no sharding)."""
+@dataclass(frozen=True)
+class GatewayPlan:
+    """What start-up learnt from Discord: the shard count to run (None: one connection, no
+    sharding) and how many shards may identify per 5 seconds."""
+
+    shard_count: int | None
+    max_concurrency: int = 1
+
+
+async def preflight(config: DiscordConfig) -> GatewayPlan:
+    """Point discord.py at its endpoints, check the token, pick the shard count."""
     point_discord_at(api_url=config.api_url, gateway_url=config.gateway_url)
     http = discord.http.HTTPClient(asyncio.get_running_loop())
     try:
         await http.static_login(config.token)
-        recommended, url, _limits = await http.get_bot_gateway()
+        recommended, url, limits = await http.get_bot_gateway()
     except discord.LoginFailure:
         raise DiscordStartError(BAD_TOKEN) from None
     except (discord.HTTPException, discord.RateLimited, discord.GatewayNotFound, OSError) as exc:
@@ -94,9 +111,16 @@ async def preflight(config: DiscordConfig) -> int | None:
         await http.close()
     if not config.gateway_url:
         DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(url)  # the one Discord named
+    concurrency = _max_concurrency(limits)
     if config.shard_count is not None:
-        return config.shard_count
-    return recommended if recommended > 1 else None
+        return GatewayPlan(config.shard_count, concurrency)
+    return GatewayPlan(recommended if recommended > 1 else None, concurrency)
+
+
+def _max_concurrency(limits: object) -> int:
+    """`session_start_limit.max_concurrency`, 1 when missing or malformed (the safe pace)."""
+    value = limits.get("max_concurrency") if isinstance(limits, dict) else None
+    return value if isinstance(value, int) and 1 <= value <= 10_000 else 1
 
 
 async def run_discord(
@@ -104,12 +128,15 @@ async def run_discord(
     config: DiscordConfig,
     *,
     shard_count: int | None = None,
+    max_concurrency: int = 1,
     stop: asyncio.Event | None = None,
     runtime: DiscordRuntime | None = None,
 ) -> None:
     """Run the client until `stop` (or SIGTERM/SIGINT). The caller owns and closes `core`."""
     point_discord_at(api_url=config.api_url, gateway_url=config.gateway_url)
-    runtime = runtime or DiscordRuntime(core, config, shard_count=shard_count)
+    runtime = runtime or DiscordRuntime(
+        core, config, shard_count=shard_count, max_concurrency=max_concurrency
+    )
     stop = stop or asyncio.Event()
     web_app = web.Application()
     client = runtime.client

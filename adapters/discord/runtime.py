@@ -32,6 +32,7 @@ from adapters.discord.intents import (
 )
 from adapters.discord.interactions import GuardedTree
 from adapters.discord.notices import DiscordAdminNotice
+from adapters.discord.shards import IdentifyPacer, ShardPlan
 from adapters.discord.traits import DISCORD, INBOX_KIND
 from bot.core import BotCore, NotifiesAdmins
 from bot.eventloop import running_loop_name
@@ -50,7 +51,12 @@ class DiscordRuntime:
     """One client (sharded or not), its command tree and the adapter's helpers."""
 
     def __init__(
-        self, core: BotCore, config: DiscordConfig, *, shard_count: int | None = None
+        self,
+        core: BotCore,
+        config: DiscordConfig,
+        *,
+        shard_count: int | None = None,
+        max_concurrency: int = 1,
     ) -> None:
         register(DISCORD)  # the core's rules for Discord's keys (bot.platforms)
         self.core = core
@@ -65,8 +71,18 @@ class DiscordRuntime:
             "max_ratelimit_timeout": config.max_ratelimit_timeout,
         }
         self.client: discord.Client
+        shard_count = config.shard_count if shard_count is None else shard_count
+        self.shards = ShardPlan(count=shard_count, ids=config.shard_ids)
         if shard_count is not None:
+            if config.shard_ids is not None:
+                options["shard_ids"] = list(config.shard_ids)
             self.client = discord.AutoShardedClient(shard_count=shard_count, **options)
+            pacer = IdentifyPacer(max_concurrency)
+
+            async def before_identify(shard_id: int | None, *, initial: bool = False) -> None:
+                await pacer.wait(shard_id)
+
+            self.client.before_identify_hook = before_identify  # type: ignore[method-assign]
         else:
             self.client = discord.Client(**options)
         guard_gateway(self.client)
@@ -100,7 +116,10 @@ class DiscordRuntime:
             and not content_granted(self.client)
         ):
             go_without_content(self.client, "not enabled for the application")
-        await self.command_sync.start()
+        if self.shards.syncs_commands:
+            await self.command_sync.start()
+        else:
+            emit(_LOG, "discord_command_sync_skipped", reason="shard 0 runs elsewhere")
 
     async def on_ready(self) -> None:
         user = self.client.user
@@ -110,6 +129,7 @@ class DiscordRuntime:
             user=user.id if user else None,
             guilds=len(self.client.guilds),
             shards=self.client.shard_count,
+            shard_ids=list(self.shards.ids) if self.shards.ids is not None else None,
             event_loop=running_loop_name(),
         )
         self.ready.set()

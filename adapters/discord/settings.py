@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from adapters.discord.shards import parse_shard_range
 from bot.config import read_settings
 
 DEFAULT_API_URL = "https://discord.com/api/v10"
@@ -48,6 +49,7 @@ class DiscordSettings(BaseSettings):
     discord_command_guilds: str = ""  # comma-separated guild ids; empty: global commands
     # Behaviour (adapters.discord.config documents each)
     discord_shard_count: int | None = Field(default=None, ge=1, le=10_000)
+    discord_shards: str = ""  # first-last: the shards this process runs (adapters.discord.shards)
     discord_thread_guilds: str = ""  # guild ids (or "*") answered in a new thread
     discord_allow_bots: bool = False
     # The privileged Message Content intent: auto (run without it when refused) | on | off
@@ -73,6 +75,13 @@ class DiscordSettings(BaseSettings):
         if value is not None and not value.startswith(("ws://", "wss://")):
             raise ValueError("must be a ws:// or wss:// URL")
         return value
+
+    @field_validator("discord_shards")
+    @classmethod
+    def _shards(cls, value: str) -> str:
+        if value.strip():
+            parse_shard_range(value)  # ShardRangeError is a ValueError: "DISCORD_SHARDS is invalid"
+        return value.strip()
 
     @field_validator("discord_command_guilds")
     @classmethod

@@ -7,11 +7,18 @@ Discord rejects:
 
 - Gateway: HELLO, heartbeats answered with HEARTBEAT_ACK, IDENTIFY checked (token, intents:
   a privileged Message Content intent the application may not use closes with 4014, a bad token
-  with 4004), READY then one GUILD_CREATE per guild, dispatches numbered with `s`, RESUME
+  with 4004; `shard` [shard_id, num_shards]: an id outside 0..num_shards-1 closes with 4010, a
+  session that would hold more than `max_guilds_per_shard` guilds (Discord: 2,500) with 4011),
+  READY then one GUILD_CREATE per guild of the session's shard, dispatches numbered with `s`
+  (a guild's events to shard `(guild_id >> 22) % num_shards` only, events without a guild,
+  such as DMs, to shard 0 only), each identify's time kept (`identify_times`, so tests check
+  the `max_concurrency` pacing: one identify per bucket `shard_id % max_concurrency` per 5 s),
+  RESUME
   replays what the session missed then RESUMED, `drop_connection()` cuts the TCP connection.
   zlib-stream transport compression is spoken when the client asks for it (discord.py does).
 - REST: `/users/@me` (401 for a bad token), `GET /users/{id}`, `POST /users/@me/channels`
-  (a DM), `/oauth2/applications/@me`, `/gateway/bot`,
+  (a DM), `/oauth2/applications/@me`, `/gateway/bot` (the recommended `shards` and the
+  `session_start_limit`, its `max_concurrency` included),
   command sync (PUT), messages (create with JSON or multipart files, edit, delete; content over
   2,000 characters or an empty message is a 400; `enforce_nonce` returns the earlier message),
   typing, threads started from a message (THREAD_CREATE dispatched), interaction callbacks
@@ -83,6 +90,16 @@ def _as_sent(message: dict[str, Any]) -> dict[str, Any]:
 
 def snowflake() -> str:
     return str(next(_ids))
+
+
+# Guild ids one millisecond apart, as guilds created at different times are: their shard
+# ((id >> 22) % num_shards) differs from one guild to the next, so N guilds spread over shards.
+_guild_ms = itertools.count(1_100_000_000_000_000_000 >> 22)
+MAX_GUILDS_PER_SHARD = 2500
+
+
+def guild_snowflake() -> str:
+    return str(next(_guild_ms) << 22)
 
 
 DISCORD_EPOCH_MS = 1_420_070_400_000
@@ -197,6 +214,16 @@ def user_obj(user_id: str, name: str, *, bot: bool = False) -> dict[str, Any]:
     }
 
 
+def _valid_shard(shard: Any) -> bool:
+    """[shard_id, num_shards] with 0 <= shard_id < num_shards (Discord closes 4010 otherwise)."""
+    return (
+        isinstance(shard, list)
+        and len(shard) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in shard)
+        and 0 <= shard[0] < shard[1]
+    )
+
+
 class FakeDiscord:
     def __init__(
         self,
@@ -204,6 +231,8 @@ class FakeDiscord:
         token: str = "fake-discord-token",
         allow_message_content: bool = True,
         shards: int = 1,
+        max_concurrency: int = 1,
+        max_guilds_per_shard: int = MAX_GUILDS_PER_SHARD,
         heartbeat_interval_ms: int = 41_250,
     ) -> None:
         self.token = token
@@ -213,6 +242,10 @@ class FakeDiscord:
         # happens to an app past 100 servers whose verification did not include the intent.
         self.content_flag = allow_message_content
         self.recommended_shards = shards
+        self.max_concurrency = max_concurrency
+        self.max_guilds_per_shard = max_guilds_per_shard
+        self.sessions_started = 0
+        self.identify_times: list[tuple[list[int] | None, float]] = []  # (shard, monotonic)
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.app_id = snowflake()
         self.bot = user_obj(self.app_id, "chatbot", bot=True)
@@ -275,7 +308,7 @@ class FakeDiscord:
         return user_id
 
     def add_guild(self, name: str, *, owner: str | None = None, channels: int = 1) -> str:
-        guild_id = snowflake()
+        guild_id = guild_snowflake()
         owner = owner or self.add_user(f"{name}-owner")
         everyone = {
             "id": guild_id,
@@ -799,8 +832,19 @@ class FakeDiscord:
         if self.close_on_identify is not None:
             await conn.ws.close(code=self.close_on_identify, message=b"scripted")
             return None
+        shard = data.get("shard")
+        if shard is not None and not _valid_shard(shard):
+            await conn.ws.close(code=4010, message=b"Invalid shard.")
+            return None
+        probe = Session(id="", shard=shard)
+        held = sum(1 for g in self.guilds if self._on_shard(probe, g))
+        if held > self.max_guilds_per_shard:
+            await conn.ws.close(code=4011, message=b"Sharding required.")
+            return None
+        self.identify_times.append((shard, time.monotonic()))
+        self.sessions_started += 1
         session = Session(id=snowflake(), ws=conn.ws, compress=conn.compress)
-        session.shard = data.get("shard")
+        session.shard = shard
         session.intents = intents
         self.sessions[session.id] = session
         guilds = [g for g in self.guilds.values() if self._on_shard(session, g["id"])]
@@ -990,9 +1034,9 @@ class FakeDiscord:
                     "shards": self.recommended_shards,
                     "session_start_limit": {
                         "total": 1000,
-                        "remaining": 999,
+                        "remaining": max(0, 1000 - self.sessions_started),
                         "reset_after": 0,
-                        "max_concurrency": 1,
+                        "max_concurrency": self.max_concurrency,
                     },
                 }
             )

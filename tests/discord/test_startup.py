@@ -88,13 +88,13 @@ async def test_sharded_when_discord_recommends_more_than_one_shard(
     fake = await FakeDiscord(shards=2).start()
     try:
         config = DiscordConfig(token=fake.token, api_url=fake.api_url, gateway_url=fake.gateway_url)
-        assert await preflight(config) == 2
+        assert (await preflight(config)).shard_count == 2
         single = await FakeDiscord().start()
         try:
             solo = DiscordConfig(
                 token=single.token, api_url=single.api_url, gateway_url=single.gateway_url
             )
-            assert await preflight(solo) is None
+            assert (await preflight(solo)).shard_count is None
         finally:
             await single.close()
     finally:
