@@ -15,6 +15,11 @@ memory, and checks every mention was answered exactly once. `--json PATH` writes
 
     python bench/bench_discord.py                   # N=1000, 50 at once, model 200 ms
     python bench/bench_discord.py -n 200 --core sleep
+    python bench/bench_discord.py --rate 40 --duration 20   # open loop (bench/open_loop.py)
+
+`--rate R --duration S`: open loop instead: R mentions a second for S seconds, each in a channel
+of its own and due at its time whatever the bot does (`bench.open_loop`); the overheads count
+from when a mention was due.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.speed import reference_ms  # noqa: E402
 
 # -- the bot (child process) --------------------------------------------------------------------
 
@@ -143,16 +149,19 @@ def _pct(values: list[float], q: float) -> float:
 
 
 async def drive(args: argparse.Namespace) -> dict[str, Any]:
+    from bench.open_loop import send_on_schedule
     from testkit.fakes.discord_api import FakeDiscord
     from testkit.fakes.openai_server import FakeOpenAI
 
     fake = await FakeDiscord().start()
     openai = FakeOpenAI(latency=args.model_latency).start_in_thread()
-    guilds = [
-        fake.add_guild(f"bench-{g}", channels=0) for g in range(max(1, args.concurrency // 10))
-    ]
-    channels = [fake.add_channel(guilds[i % len(guilds)], f"c{i}") for i in range(args.concurrency)]
-    people = [fake.add_user(f"user{i}") for i in range(args.concurrency)]
+    # Closed loop: C channels, one conversation each; open loop: a channel per mention (so none
+    # waits behind another in its channel), 50 to a guild.
+    places = args.n if args.rate else args.concurrency
+    per_guild = 50 if args.rate else 10
+    guilds = [fake.add_guild(f"bench-{g}", channels=0) for g in range(max(1, places // per_guild))]
+    channels = [fake.add_channel(guilds[i % len(guilds)], f"c{i}") for i in range(places)]
+    people = [fake.add_user(f"user{i}") for i in range(min(places, args.concurrency))]
     data = tempfile.mkdtemp(prefix="bench-discord-")
     env = {**os.environ, "BOT_LOG_LEVEL": "WARNING"}
     child = await asyncio.create_subprocess_exec(
@@ -179,6 +188,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
         per_worker = [args.n // args.concurrency] * args.concurrency
         for i in range(args.n % args.concurrency):
             per_worker[i] += 1
+        speed_before = reference_ms()
         cpu0 = time.process_time()
         bot_cpu0 = _cpu_seconds(child.pid)
         started = time.monotonic()
@@ -200,12 +210,31 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
                     timeout=args.timeout,
                 )
 
-        await asyncio.gather(*(conversation(i) for i in range(args.concurrency)))
+        asked_ids: dict[int, str] = {}
+
+        async def due(k: int) -> None:
+            asked = await fake.user_says(
+                channels[k],
+                people[k % len(people)],
+                f"<@{fake.app_id}> question {k}",
+                mentions=[fake.app_id],
+            )
+            asked_ids[k] = asked["id"]
+
+        if args.rate:
+            due_at = await send_on_schedule(args.rate, args.n, due)
+            sent.update((asked_ids[k], at) for k, at in enumerate(due_at))
+            await fake.wait_for(
+                lambda: all(fake.bot_messages(c) for c in channels), timeout=args.timeout
+            )
+        else:
+            await asyncio.gather(*(conversation(i) for i in range(args.concurrency)))
         elapsed = time.monotonic() - started
         driver_cpu = time.process_time() - cpu0
         bot_cpu = _cpu_seconds(child.pid) - bot_cpu0
         await asyncio.sleep(0.5)  # late duplicates would show up now
         peak, rss = _peak_rss_mb(child.pid)
+        speed_after = reference_ms()
     finally:
         child.send_signal(signal.SIGTERM)
         try:
@@ -238,6 +267,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
             if n < len(posts[channel]):
                 overhead.append(posts[channel][n] - at - args.model_latency)
     result = {
+        "rate": args.rate,
         "n": args.n,
         "concurrency": args.concurrency,
         "core": args.core,
@@ -257,6 +287,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
         "duplicates": sum(1 for c in counts if c > 1),
         "mean_reply_count": round(statistics.fmean(counts), 3) if counts else 0,
         "model_requests_per_mention": round(len(openai.requests) / args.n, 2),
+        "speed_reference_ms": [round(speed_before, 1), round(speed_after, 1)],
     }
     return result
 
@@ -274,13 +305,23 @@ def figures(result: dict[str, Any]) -> list[Any]:
         info("dispatch → reply − model p99", result["reply_minus_model_p99_ms"], "ms"),
         info("bot CPU per mention", result["bot_cpu_ms_per_mention"], "ms"),
         info("bot peak memory", result["bot_peak_rss_mb"], "MB"),
+        info(
+            "machine speed: bench.speed reference workload, after the run",
+            result["speed_reference_ms"][1],
+            "ms CPU",
+        ),
     ]
 
 
 def _report(result: dict[str, Any]) -> None:
+    how = (
+        f"open loop at {result['rate']:g}/s"
+        if result["rate"]
+        else f"{result['concurrency']} conversations at once"
+    )
     print(
         f"Discord adapter, {result['core']} core: {result['n']} mentions, "
-        f"{result['concurrency']} conversations at once, model {result['model_latency_ms']:.0f} ms"
+        f"{how}, model {result['model_latency_ms']:.0f} ms"
     )
     print(f"  throughput          {result['throughput_per_s']} mentions/s ({result['seconds']} s)")
     print(
@@ -296,6 +337,11 @@ def _report(result: dict[str, Any]) -> None:
     print(
         f"  bot CPU             {result['bot_cpu_ms_per_mention']} ms per mention, "
         f"{result['model_requests_per_mention']} model requests per mention"
+    )
+    before, after = result["speed_reference_ms"]
+    print(
+        f"  machine speed       reference workload {before} ms before the run, {after} ms after "
+        "(bench/speed.py; CPU figures scale with it)"
     )
     print(
         f"  answered once       {result['answered_exactly_once']}/{result['n']} "
@@ -313,6 +359,12 @@ def main() -> None:
     parser.add_argument("--core", choices=("real", "sleep"), default="real")
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--max-turns", type=int, default=256)
+    parser.add_argument(
+        "--rate", type=float, default=None, help="open loop: mentions per second (bench.open_loop)"
+    )
+    parser.add_argument(
+        "--duration", type=float, default=20.0, help="open loop: seconds of arrivals at --rate"
+    )
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="write JSON here")
     parser.add_argument(
         "--role", choices=("driver", "bot"), default="driver", help=argparse.SUPPRESS
@@ -323,6 +375,12 @@ def main() -> None:
     if args.role == "bot":
         asyncio.run(run_bot(args))
         return
+    if args.rate is not None:
+        if args.rate <= 0 or args.duration <= 0:
+            parser.error("--rate and --duration must be positive")
+        from bench.open_loop import count_for
+
+        args.n = count_for(args.rate, args.duration)
     from bench.report import print_figures, write_json
 
     result = asyncio.run(drive(args))

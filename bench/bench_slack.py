@@ -21,6 +21,11 @@ unit, met}]} (`met` null where the issue sets no target).
     python bench/bench_slack.py                     # N=1000, 50 concurrent, model 200 ms, 1 bot
     python bench/bench_slack.py --replicas 3 --json /tmp/slack3.json
     python bench/bench_slack.py -n 200 --core sleep
+    python bench/bench_slack.py --rate 40 --duration 20   # open loop (bench/open_loop.py)
+
+`--rate R --duration S`: open loop instead: R mentions a second for S seconds, each due at its
+time whatever the bot does (`bench.open_loop`), latencies counted from when it was due, no
+retries. `--bot-command "bot slack ..."` starts each bot process with that command.
 
 BENCH_PROFILE=<script>: each bot process runs as `python <script> <bot console script> slack`
 (a profiler wrapper that runs the script it is given).
@@ -52,6 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from adapters.slack.config import SlackConfig as SlackConfigDefaults  # noqa: E402
+from bench.open_loop import count_for, send_on_schedule  # noqa: E402
 from bench.speed import reference_ms  # noqa: E402
 from bot.inbox import InboxWorker, ServesInbox  # noqa: E402
 
@@ -200,7 +206,9 @@ def _free_port() -> int:
 class Replica:
     """One `bot slack` process of the bench (its output goes to a file, shown if it dies)."""
 
-    def __init__(self, index: int, env: dict[str, str], workdir: Path) -> None:
+    def __init__(
+        self, index: int, env: dict[str, str], workdir: Path, command: list[str] | None = None
+    ) -> None:
         self.port = _free_port()
         self.log = workdir / f"bot{index}.log"
         prefix = (
@@ -208,7 +216,7 @@ class Replica:
         )
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [*prefix, str(BOT), "slack"],
+                [*prefix, *(command or [str(BOT), "slack"])],
                 cwd=workdir,
                 env={**env, "BOT_HTTP_PORT": str(self.port)},
                 stdin=subprocess.DEVNULL,
@@ -439,6 +447,14 @@ def _settings(pairs: list[str]) -> dict[str, str]:
     return found
 
 
+def _bot_command(args: argparse.Namespace) -> list[str]:
+    """`--bot-command` split like a shell would; its `bot` is the venv's console script."""
+    import shlex
+
+    words = shlex.split(args.bot_command or "bot slack")
+    return [str(BOT) if words[0] == "bot" else words[0], *words[1:]]
+
+
 def _store(args: argparse.Namespace) -> str:
     if args.store != "auto":
         return str(args.store)
@@ -476,7 +492,8 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
                     store_pids = stack.enter_context(
                         _shared_stores(env, _store(args), args.mongodb_uri)
                     )
-                replicas = [Replica(i, env, workdir) for i in range(args.replicas)]
+                command = _bot_command(args)
+                replicas = [Replica(i, env, workdir, command) for i in range(args.replicas)]
                 bots.extend(r.proc for r in replicas)
                 await asyncio.gather(*(r.wait_ready(http) for r in replicas))
                 urls = [r.url for r in replicas]
@@ -525,7 +542,8 @@ async def _measure(
 
     events = [_event(i, "B") for i in range(args.n)]
     rng = random.Random(7)
-    retried = set(rng.sample(range(args.n), int(args.n * args.retries)))
+    share = 0.0 if args.rate else args.retries  # the open loop sends each mention once
+    retried = set(rng.sample(range(args.n), int(args.n * share)))
     # event i goes to replica i mod R; its Slack retry to the next one (another process)
     signed = [
         (c, i, _sign(b, None), _sign(b, 1) if i in retried else None)
@@ -571,7 +589,17 @@ async def _measure(
     started = time.monotonic()
     trace: list[tuple[float, float]] = []  # (time, the bots' CPU seconds) every CPU_SAMPLE s
     sampler = asyncio.create_task(_trace_cpu(bot_pids, trace))
-    if args.mode == "burst":
+    if args.rate:
+
+        async def due(k: int) -> None:
+            _, i, request, _ = signed[k]
+            _, ack, status = await _send(http, events_urls[i % len(events_urls)], request)
+            acks.append(ack)
+            statuses.append(status)
+
+        due_at = await send_on_schedule(args.rate, len(signed), due)
+        sent_at.update((c, at) for (c, _, _, _), at in zip(signed, due_at, strict=True))
+    elif args.mode == "burst":
         await burst()
     else:
         queue = list(reversed(signed))
@@ -739,10 +767,14 @@ def _figures(args: argparse.Namespace, r: dict[str, Any]) -> list[dict[str, Any]
     """The figures of one run, in the shape every bench writes (`python -m bench` reads it)."""
     ms = 1000.0
     where = (
-        "sleep core"
-        if args.core == "sleep"
-        else f"{args.replicas} replica{'s' if args.replicas != 1 else ''}, {_store(args)} store"
-    ) + "".join(f", {pair}" for pair in args.bot_env)
+        (
+            "sleep core"
+            if args.core == "sleep"
+            else f"{args.replicas} replica{'s' if args.replicas != 1 else ''}, {_store(args)} store"
+        )
+        + "".join(f", {pair}" for pair in args.bot_env)
+        + (f", open loop {args.rate:g}/s" if args.rate else "")
+    )
     answered = r["events"] - r["lost"] - r["duplicated"]
     cpu_per = r["bot_cpu"] / answered * ms if answered else float("nan")
     settled_per = r["settled_cpu"] / answered * ms if answered else float("nan")
@@ -851,7 +883,8 @@ def _report(args: argparse.Namespace, r: dict[str, Any]) -> None:
     ) + "".join(f", {pair}" for pair in args.bot_env)
     answered = r["events"] - r["lost"] - r["duplicated"]
     print(
-        f"Slack adapter bench: mode={args.mode}, {where}, "
+        f"Slack adapter bench: mode={f'open loop {args.rate:g}/s' if args.rate else args.mode}, "
+        f"{where}, "
         f"N={r['events']} mentions (+{r['retried']} retries"
         f"{', each to another replica' if r['processes'] > 1 else ''}), "
         f"{args.concurrency} concurrent, model {args.model_latency * ms:.0f} ms"
@@ -960,6 +993,15 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="a setting for every bot process (repeatable), e.g. BOT_INBOX=off for an A/B",
     )
+    parser.add_argument(
+        "--rate", type=float, default=None, help="open loop: mentions per second (bench.open_loop)"
+    )
+    parser.add_argument(
+        "--duration", type=float, default=20.0, help="open loop: seconds of arrivals at --rate"
+    )
+    parser.add_argument(
+        "--bot-command", default=None, help='how each bot process starts (default "bot slack")'
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument("--role", choices=("driver", "fakes", "bot"), default="driver")
     parser.add_argument("--api-url")
@@ -974,6 +1016,10 @@ def main() -> None:
     else:
         if args.replicas < 1:
             parser.error("--replicas must be at least 1")
+        if args.rate is not None:
+            if args.rate <= 0 or args.duration <= 0:
+                parser.error("--rate and --duration must be positive")
+            args.n = count_for(args.rate, args.duration)
         os.environ.setdefault("PYTHONUNBUFFERED", "1")
         result = asyncio.run(drive(args))
         _report(args, result)

@@ -156,6 +156,22 @@ BENCHES: tuple[Bench, ...] = (
     ),
     _slack(1),
     _slack(3),
+    Bench(
+        "open-loop-slack",
+        "bench.open_loop",
+        ("--bench", "slack"),
+        ("--closed-n", "200", "--duration", "5"),
+        timeout=1800.0,
+        about="Slack: closed-loop capacity, then reply − model p50/p99 open-loop at 30/60/90 %",
+    ),
+    Bench(
+        "open-loop-discord",
+        "bench.open_loop",
+        ("--bench", "discord"),
+        ("--closed-n", "200", "--duration", "5"),
+        timeout=1800.0,
+        about="Discord: closed-loop capacity, then reply − model p50/p99 open-loop at 30/60/90 %",
+    ),
 )
 
 
