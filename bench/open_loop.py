@@ -143,8 +143,8 @@ def sweep(args: argparse.Namespace) -> list[Figure]:
                 capacity,
                 "mentions/s",
             ),
-            info("  bot CPU per mention, closed loop", _find(closed, names["cpu"]), "ms"),
-            info("  machine speed reference at that run", _find(closed, names["speed"]), "ms"),
+            info("closed loop: bot CPU per mention", _find(closed, names["cpu"]), "ms"),
+            info("closed loop: machine speed reference", _find(closed, names["speed"]), "ms"),
         ]
     else:
         figures.append(info("closed-loop capacity (given with --capacity)", capacity, "mentions/s"))
@@ -152,7 +152,7 @@ def sweep(args: argparse.Namespace) -> list[Figure]:
         rate = round(capacity * share, 1)
         runs = [*extra, "--rate", str(rate), "--duration", str(args.duration)]
         doc = _run_bench(args.bench, runs, args.timeout)
-        label = f"open loop {share:.0%} of capacity ({rate:g}/s for {args.duration:g} s)"
+        label = f"open loop {share:.0%} ({rate:g}/s)"
         p50, p99 = _find(doc, names["p50"]), _find(doc, names["p99"])
         if share == TARGET_SHARE:
             figures += [
@@ -202,8 +202,10 @@ def main() -> None:
         parser.error("--duration, --closed-n and --capacity must be positive")
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     figures = sweep(args)
-    title = f"open-loop latency, {args.bench}" + (
-        f" ({args.bot_command})" if args.bot_command else ", 1 process"
+    title = (
+        f"open-loop latency, {args.bench}, {args.duration:g} s per rate, "
+        + (args.bot_command or "1 process")
+        + " (rates: share of the closed-loop capacity)"
     )
     print_figures(title, figures)
     write_json(args.json, f"open-loop-{args.bench}", figures)
