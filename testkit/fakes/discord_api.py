@@ -296,7 +296,7 @@ class FakeDiscord:
         return self
 
     async def close(self) -> None:
-        for session in self.sessions.values():
+        for session in list(self.sessions.values()):
             if session.ws is not None and not session.ws.closed:
                 await session.ws.close(code=1001)
         if self._runner is not None:
@@ -760,7 +760,7 @@ class FakeDiscord:
 
     async def drop_connection(self) -> None:
         """Cut every gateway connection without a close frame (a network failure)."""
-        for session in self.sessions.values():
+        for session in list(self.sessions.values()):
             if session.ws is not None and not session.ws.closed:
                 transport = session.ws._req.transport if session.ws._req else None  # type: ignore[union-attr]
                 if transport is not None:

@@ -24,7 +24,13 @@ class DiscordHarness:
 
     @classmethod
     async def start(
-        cls, fake: FakeDiscord, core: BotCore, *, shard_count: int | None = None, **overrides: Any
+        cls,
+        fake: FakeDiscord,
+        core: BotCore,
+        *,
+        shard_count: int | None = None,
+        max_concurrency: int = 1,
+        **overrides: Any,
     ) -> DiscordHarness:
         config = replace(
             DiscordConfig(
@@ -36,7 +42,9 @@ class DiscordHarness:
             ),
             **overrides,
         )
-        runtime = DiscordRuntime(core, config, shard_count=shard_count)
+        runtime = DiscordRuntime(
+            core, config, shard_count=shard_count, max_concurrency=max_concurrency
+        )
         stop = asyncio.Event()
         task = asyncio.create_task(run_discord(core, config, stop=stop, runtime=runtime))
         ready = asyncio.create_task(runtime.ready.wait())

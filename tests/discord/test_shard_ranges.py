@@ -19,11 +19,13 @@ import pytest
 
 from adapters.discord.config import DiscordConfig, DiscordConfigError
 from adapters.discord.settings import load_discord_settings
-from adapters.discord.shards import IdentifyPacer, ShardPlan
+from adapters.discord.shards import IDENTIFY_WINDOW, IdentifyPacer, ShardPlan
 from bot.config import ConfigError, Settings
 from testkit.fakes.discord_api import FakeDiscord
 from testkit.fakes.openai_server import FakeOpenAI
+from tests.discord.conftest import StartDiscord
 from tests.discord.test_startup import _bot_discord
+from tests.slack.echo_core import EchoCore
 
 _OWN = ("OPENAI_", "BOT_", "MONGODB", "REDIS", "SLACK_", "DISCORD_")
 
@@ -68,7 +70,9 @@ def test_bad_shard_settings_are_one_line_naming_the_variable(
 async def test_a_bad_range_stops_bot_discord_with_one_line(tmp_path: Path) -> None:
     fake = await FakeDiscord().start()
     try:
-        code, err = await _bot_discord(fake, tmp_path, DISCORD_SHARDS="0-3", DISCORD_SHARD_COUNT="2")
+        code, err = await _bot_discord(
+            fake, tmp_path, DISCORD_SHARDS="0-3", DISCORD_SHARD_COUNT="2"
+        )
     finally:
         await fake.close()
     assert code == 2 and "Traceback" not in err
@@ -109,6 +113,20 @@ async def test_identifies_wait_for_their_bucket_only() -> None:
     assert ShardPlan(count=4, ids=(1, 2)).syncs_commands is False
 
 
+async def test_shards_in_other_buckets_identify_without_waiting(
+    fake_discord: FakeDiscord, start_discord: StartDiscord
+) -> None:
+    """max_concurrency 2, four shards: 1 goes right after 0 (discord.py alone sleeps 5 s
+    before every identify after the first), 2 and 3 wait out the 5 s of their bucket."""
+    h = await start_discord(EchoCore(), shard_count=4, max_concurrency=2)
+    await fake_discord.wait_for(lambda: len(fake_discord.identify_times) == 4, timeout=30)
+    at = {tuple(shard or ()): t for shard, t in fake_discord.identify_times}
+    assert at[(1, 4)] - at[(0, 4)] < IDENTIFY_WINDOW
+    assert at[(2, 4)] - at[(0, 4)] >= IDENTIFY_WINDOW - 0.01
+    assert at[(3, 4)] - at[(1, 4)] >= IDENTIFY_WINDOW - 0.01
+    assert h.runtime.ready.is_set()
+
+
 # -- two processes, one gateway ------------------------------------------------------------------
 
 
@@ -138,13 +156,12 @@ class BotProcess:
                 "BOT_LOG_LEVEL": "ERROR",
             }
         )
-        data.mkdir(parents=True)
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "bot",
             "discord",
-            cwd=data,
+            cwd=data.parent,
             env=env,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
