@@ -241,3 +241,43 @@ async def test_two_shard_range_processes_each_receive_and_answer_their_guilds_on
     # Each shard-1 guild got one answer; a shard-0 guild only the one asked after its process
     # came (the first mention there went to no session, as on Discord).
     assert all(len(fake.bot_messages(channel[g])) == 1 for g in guilds)
+
+
+# -- the fake keeps Discord's documented rules -------------------------------------------------
+
+
+async def _identify(fake: FakeDiscord, shard: object) -> int | None:
+    """Identify with `shard` over a raw websocket; the close code, or None when READY came."""
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(f"{fake.gateway_url}?v=10&encoding=json") as ws:
+            hello = await ws.receive_json(timeout=10)
+            assert hello["op"] == 10
+            identify = {"token": fake.token, "intents": 1, "shard": shard, "properties": {}}
+            await ws.send_json({"op": 2, "d": identify})
+            reply = await ws.receive(timeout=10)
+            if reply.type == aiohttp.WSMsgType.TEXT:
+                assert reply.json()["t"] == "READY"
+                return None
+            return ws.close_code
+
+
+async def test_the_fake_refuses_an_invalid_shard_and_reports_its_concurrency() -> None:
+    import aiohttp
+
+    fake = await FakeDiscord(shards=4, max_concurrency=16).start()
+    try:
+        assert await _identify(fake, [2, 2]) == 4010  # shard_id must be below num_shards
+        assert await _identify(fake, [0, 0]) == 4010
+        assert await _identify(fake, "0,2") == 4010
+        assert await _identify(fake, [1, 2]) is None
+        async with aiohttp.ClientSession() as http:
+            headers = {"Authorization": f"Bot {fake.token}"}
+            async with http.get(f"{fake.api_url}/gateway/bot", headers=headers) as resp:
+                body = await resp.json()
+    finally:
+        await fake.close()
+    assert body["shards"] == 4
+    assert body["session_start_limit"]["max_concurrency"] == 16
+    assert body["session_start_limit"]["remaining"] == 999  # one session was started
