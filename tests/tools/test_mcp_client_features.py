@@ -1,0 +1,72 @@
+"""What a modern MCP client does with what servers now send, through the whole bot (BotApp on the
+fake model server) against a real MCP server (the SDK's MCPServer over streamable HTTP on
+loopback, `testkit/fakes/mcp_features`): structured results checked against the tool's output
+schema, progress that keeps a long call alive up to a cap, tool-list changes and cache hints."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from bot.app import BotApp
+from bot.core import CommandRequest
+from testkit.fakes.mcp_features import FeatureMcp
+from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
+from tests.helpers import say
+
+
+def cmd(text: str) -> CommandRequest:
+    return CommandRequest("test", "T1", "C1", "U1", "tools", text, is_platform_admin=True)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FeatureMcp]:
+    async with FeatureMcp() as srv:
+        yield srv
+
+
+async def _app(make_app: Any, server: FeatureMcp) -> BotApp:
+    app: BotApp = await make_app()
+    app.toolboxes.executor.config = type(app.toolboxes.executor.config)(backoff_base=0.0)
+    reply = await app.handle_command(cmd(f"install mcp name=wx url={server.url}"))
+    assert reply.ok, reply.text
+    return app
+
+
+def _tool_results(fake: FakeOpenAI, n: int = -1) -> list[dict[str, Any]]:
+    msgs = fake.requests[n]["messages"]
+    return [json.loads(m["content"]) for m in msgs if m["role"] == "tool"]
+
+
+async def test_structured_results_are_checked_against_the_declared_output_schema(
+    make_app: Any, fake_openai: FakeOpenAI, server: FeatureMcp
+) -> None:
+    app = await _app(make_app, server)
+    fake_openai.push(
+        tool_calls(
+            [
+                ("wx_forecast", {"city": "Oslo"}),
+                ("wx_bad_forecast", {"city": "Oslo"}),
+                ("wx_no_structure", {"city": "Oslo"}),
+            ]
+        ),
+        text("done"),
+    )
+    await say(app, "weather in Oslo tomorrow?")
+    good, bad, missing = _tool_results(fake_openai, 1)
+    # No text content: the model reads the structured data itself.
+    assert good["ok"] and good["data"] == {"structured": {"city": "Oslo", "high": 21, "sky": "sun"}}
+    # Data that breaks the schema never reaches the model as data: a clear tool error instead.
+    assert not bad["ok"] and bad["error"]["type"] == "business_error"
+    message = bad["error"]["message"]
+    assert "does not match the output schema" in message
+    assert "high must be an integer" in message and "sky must be one of sun, cloud, rain" in message
+    assert "warm" not in json.dumps(bad)
+    assert (
+        not missing["ok"]
+        and "declares structured output for it but sent none" in (missing["error"]["message"])
+    )
+    assert server.calls == ["forecast", "bad_forecast", "no_structure"]
