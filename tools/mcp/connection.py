@@ -17,6 +17,10 @@ waited the full 8 s again.
 Everything the server sends goes through `tools.mcp.inbound` first: capped in bytes, trimmed
 (tools, parts, texts), parsed off the event loop.
 
+A call is cut after `call_timeout` seconds without an answer or a progress notification (a
+server gone silent), and after `call_cap` seconds in all (a server that reports progress for
+ever): progress only ever extends the idle deadline, never past the cap.
+
 The bearer token goes in one header of this install's HTTP client and nowhere else: never in a
 log line, an error message or anything the model sees. Requests go through the operator's host
 policy (`tools.netguard`), redirects included.
@@ -35,7 +39,7 @@ import anyio
 import httpx2
 import mcp_types as types
 
-from tools.errors import ToolBusinessError, ToolTransientError
+from tools.errors import ToolBusinessError, ToolTimedOut, ToolTransientError
 from tools.mcp.inbound import MAX_MESSAGE_BYTES, TOO_LARGE, BoundedTransport
 from tools.netguard import ANY_HOST, BlockedHost, HostPolicy, event_hooks
 
@@ -54,6 +58,11 @@ MAX_PAGES = 10
 MAX_RETRY_AFTER = 300.0
 Health = Literal["new", "ok", "down"]
 _background: set[asyncio.Task[None]] = set()
+
+
+class CallIdle(ToolTimedOut):
+    """A call's server went quiet for the idle timeout (no answer, no progress); the message
+    says so and is safe to show."""
 
 
 class ServerDown(Exception):
@@ -102,10 +111,12 @@ class McpConnection:
         connect_timeout: float = 5.0,
         retry_after: float = 10.0,
         call_timeout: float = 20.0,
+        call_cap: float = 120.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.key = key
-        self.call_timeout = call_timeout  # the executor's per-call timeout for these tools
+        self.call_timeout = call_timeout  # idle: seconds without an answer or progress
+        self.call_cap = call_cap  # absolute: seconds a call may take, progress or not
         self.url = url
         self._token = token
         self._policy = policy
@@ -317,6 +328,40 @@ class McpConnection:
                 break
         return out[:MAX_TOOLS]
 
+    async def _call_with_progress(
+        self, client: Client, name: str, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
+        """The call, cut after `call_timeout` seconds without an answer or a progress
+        notification, and after `call_cap` seconds in all however much progress it reports."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        cap_at = started + max(self.call_cap, self.call_timeout)
+        timer = asyncio.timeout_at(min(started + self.call_timeout, cap_at))
+        progressed = 0
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            nonlocal progressed
+            progressed += 1
+            if not timer.expired():
+                timer.reschedule(min(loop.time() + self.call_timeout, cap_at))
+
+        try:
+            async with timer:
+                return await client.call_tool(name, arguments, progress_callback=on_progress)
+        except TimeoutError:
+            if not timer.expired():
+                raise
+            if loop.time() >= cap_at - 0.001:
+                log.warning(
+                    "mcp_call_cut_at_cap",
+                    extra={"fields": {"install": self.key, "progress": progressed}},
+                )
+                raise ToolBusinessError(
+                    f"The tool was still working after {self.call_cap:g} s (the most a call may "
+                    "take) and was stopped; it may or may not have finished its work."
+                ) from None
+            raise CallIdle(f"sent no answer and no progress for {self.call_timeout:g} s") from None
+
     async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """Call one tool. Raises ToolTransientError when nothing was sent (safe to retry),
         ConnectionError/TimeoutError when the outcome is unknown, ToolBusinessError when the
@@ -328,7 +373,9 @@ class McpConnection:
         except ServerDown as exc:
             raise ToolTransientError(str(exc)) from None
         try:
-            return await client.call_tool(name, arguments)
+            return await self._call_with_progress(client, name, arguments)
+        except ToolTimedOut:
+            raise  # an OSError too (TimeoutError): not a lost connection
         except MCPError as exc:
             if exc.error.code in (types.INVALID_PARAMS, types.METHOD_NOT_FOUND):
                 raise ToolBusinessError(
@@ -367,9 +414,11 @@ class McpPool:
         connect_timeout: float = 5.0,
         retry_after: float = 10.0,
         call_timeout: float = 20.0,
+        call_cap: float = 120.0,
     ) -> None:
         self.policy = policy
         self.call_timeout = call_timeout
+        self.call_cap = call_cap
         self.ttl = ttl
         self.connect_timeout = connect_timeout
         self.retry_after = retry_after
@@ -393,6 +442,7 @@ class McpPool:
             connect_timeout=self.connect_timeout,
             retry_after=self.retry_after,
             call_timeout=self.call_timeout,
+            call_cap=self.call_cap,
         )
         self._conns[key] = conn
         return conn

@@ -32,6 +32,7 @@ from tools.packs.base import PackEnv, PackUnavailable, ToolPack
 from tools.types import ToolContext
 
 log = logging.getLogger("tools.mcp")
+CAP_GRACE = 5.0  # seconds the executor's timer leaves the connection's own cut
 
 SERVER_TEXT = "Description from MCP server {pack}: “{text}”"
 """How a tool's description reaches the model: quoted and attributed to the server, so the
@@ -147,7 +148,9 @@ def adapt(
                 fn=_caller(conn, server_name, check_output),
                 args_model=McpArguments,
                 write=not read_only,
-                timeout=conn.call_timeout,
+                # The connection cuts idle and over-long calls itself (progress extends the idle
+                # deadline up to the cap): the executor's own timer only backs that up.
+                timeout=max(conn.call_cap, conn.call_timeout) + CAP_GRACE,
                 model_arg="args",
                 context_arg="ctx",
                 schema_json=json.dumps(schema, ensure_ascii=False, separators=(",", ":")),
