@@ -16,6 +16,7 @@ from bot.core import CommandRequest
 from testkit.fakes.mcp_features import FeatureMcp
 from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.helpers import say
+from tools.mcp.connection import MIN_LIST_TTL, McpConnection
 
 
 def cmd(text: str) -> CommandRequest:
@@ -101,3 +102,52 @@ async def test_progress_extends_the_idle_timeout_up_to_the_cap(
     assert not silent["ok"] and silent["error"]["type"] == "timeout"
     assert "sent no answer and no progress for 1 s" in silent["error"]["message"]
     assert server.calls.count("long_job") == 2 and server.calls.count("silent_job") == 3
+
+
+async def test_list_changed_relists_once_per_burst_and_the_ttl_hint_is_honoured() -> None:
+    """The connection against the real server: a burst of change notices costs one listing
+    (debounced, bounded), a turn that comes while it is due waits for it, and the server's
+    `ttlMs` freshness hint replaces the bot's own TTL (0, the SDK's default: re-listed each
+    time, at most once per MIN_LIST_TTL)."""
+    now = [1000.0]
+    async with FeatureMcp(cache_ttl_ms=60_000) as srv:
+        conn = McpConnection("T1:wx", srv.url, None, ttl=300.0, clock=lambda: now[0])
+        try:
+            first = await conn.tools()
+            assert "grown" not in {t.name for t in first} and srv.listings == 1
+            assert conn.cache_scope == "private"  # the SDK's default scope for a hint
+            now[0] += 59.0
+            await conn.tools()
+            assert srv.listings == 1  # still fresh by the server's 60 s
+            now[0] += 2.0
+            await conn.tools()
+            assert srv.listings == 2  # stale by the server's 60 s, long before the bot's 300 s
+            await conn.call("grow", {})
+            for _ in range(20):  # a burst of notices (the server sent one as well)
+                conn._changed()
+            # The next turn's listing waits for the due re-listing: one listing, new tool there.
+            again = await conn.tools()
+            assert "grown" in {t.name for t in again}
+            assert conn.relists == 1 and srv.listings == 3
+        finally:
+            await conn.close()
+    async with FeatureMcp(cache_ttl_ms=3_600_000) as srv:  # longer than the bot's: not obeyed
+        conn = McpConnection("T1:wx", srv.url, None, ttl=300.0, clock=lambda: now[0])
+        try:
+            await conn.tools()
+            now[0] += 301.0
+            await conn.tools()
+            assert srv.listings == 2
+        finally:
+            await conn.close()
+    async with FeatureMcp() as srv:  # no hint set: the SDK sends ttlMs 0, "immediately stale"
+        conn = McpConnection("T1:wx", srv.url, None, ttl=300.0, clock=lambda: now[0])
+        try:
+            await conn.tools()
+            await conn.tools()
+            assert srv.listings == 1  # within MIN_LIST_TTL: shared
+            now[0] += MIN_LIST_TTL
+            await conn.tools()
+            assert srv.listings == 2
+        finally:
+            await conn.close()
