@@ -6,6 +6,7 @@ streamable HTTP on loopback (uvicorn), with tools that exercise what a modern cl
 - `no_structure` declares the schema and returns only text;
 - `long_job(seconds, every)` reports progress every `every` seconds for `seconds` seconds;
 - `silent_job(seconds)` says nothing for `seconds` seconds;
+- `ask_size` asks the person for a value through form elicitation;
 - `grow` adds a tool and announces that the tool list changed.
 
 `listings` counts `tools/list` requests the server answered; `cache_ttl_ms` (when set) is the
@@ -23,8 +24,15 @@ import uvicorn
 from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
+from pydantic import BaseModel
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
+
+
+class Size(BaseModel):
+    size: str
+
+
 FORECAST_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -115,6 +123,13 @@ class FeatureMcp:
             state.job_started.set()
             await asyncio.sleep(seconds)
             return "job done"
+
+        @mcp.tool()
+        async def ask_size(ctx: Context) -> str:
+            """Asks the person for a T-shirt size (form elicitation), then orders it."""
+            state.calls.append("ask_size")
+            answer = await ctx.elicit("Which size?", Size)
+            return f"ordered {answer.action}"
 
         @mcp.tool()
         async def grow(ctx: Context) -> str:

@@ -13,6 +13,7 @@ import pytest
 
 from bot.app import BotApp
 from bot.core import CommandRequest
+from bot.keys import TeamKey
 from testkit.fakes.mcp_features import FeatureMcp
 from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.helpers import say
@@ -151,3 +152,20 @@ async def test_list_changed_relists_once_per_burst_and_the_ttl_hint_is_honoured(
             assert srv.listings == 2
         finally:
             await conn.close()
+
+
+async def test_elicitation_is_not_advertised_and_a_server_that_asks_gets_a_clear_error(
+    make_app: Any, fake_openai: FakeOpenAI, server: FeatureMcp
+) -> None:
+    """Form elicitation is not built yet: the bot does not advertise the capability, so a tool
+    that asks anyway ends as a tool error the model can report, not a hang."""
+    app = await _app(make_app, server)
+    conn = app.toolboxes.mcp.get(app.toolboxes.provider(TeamKey("test", "T1"), "wx"))
+    assert conn is not None
+    client = await conn.client()
+    assert client.session._build_capabilities(client.protocol_version).elicitation is None
+    fake_openai.push(tool_calls([("wx_ask_size", {})]), text("could not ask"))
+    sink = await say(app, "order me a shirt")
+    assert sink.final == "could not ask"
+    [result] = _tool_results(fake_openai, 1)
+    assert result["error"]["type"] == "business_error" and server.calls == ["ask_size"]
