@@ -80,13 +80,13 @@ async def test_progress_extends_the_idle_timeout_up_to_the_cap(
 ) -> None:
     app: BotApp = await make_app()
     app.toolboxes.executor.config = type(app.toolboxes.executor.config)(backoff_base=0.0)
-    app.toolboxes.mcp.call_timeout = 1.0  # idle: no answer and no progress for 1 s
-    app.toolboxes.mcp.call_cap = 4.0  # absolute
+    app.toolboxes.mcp.call_timeout = 2.0  # idle: no answer and no progress for 2 s
+    app.toolboxes.mcp.call_cap = 8.0  # absolute
     assert (await app.handle_command(cmd(f"install mcp name=wx url={server.url}"))).ok
     fake_openai.push(
         tool_calls(
             [
-                ("wx_long_job", {"seconds": 2.5, "every": 0.1}),  # past idle, under the cap
+                ("wx_long_job", {"seconds": 5, "every": 0.1}),  # past idle, under the cap
                 ("wx_long_job", {"seconds": 60, "every": 0.1}),  # progress for ever
                 ("wx_silent_job", {"seconds": 60}),  # silence
             ]
@@ -95,14 +95,14 @@ async def test_progress_extends_the_idle_timeout_up_to_the_cap(
     )
     await say(app, "run the jobs")
     done, capped, silent = _tool_results(fake_openai, 1)
-    # Progress kept a 2.5 s call alive although the idle timeout is 1 s.
+    # Progress kept a 5 s call alive although the idle timeout is 2 s.
     assert done["ok"] and "export done" in json.dumps(done["data"])
     # Progress for ever: cut at the cap, not retried (it would run as long again).
     assert not capped["ok"] and capped["error"]["type"] == "business_error"
-    assert "still working after 4 s" in capped["error"]["message"]
+    assert "still working after 8 s" in capped["error"]["message"]
     # Silence: cut at the idle timeout; read-only, so retried like any timeout, then given up.
     assert not silent["ok"] and silent["error"]["type"] == "timeout"
-    assert "sent no answer and no progress for 1 s" in silent["error"]["message"]
+    assert "sent no answer and no progress for 2 s" in silent["error"]["message"]
     assert server.calls.count("long_job") == 2 and server.calls.count("silent_job") == 3
 
 
