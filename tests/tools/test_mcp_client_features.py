@@ -18,6 +18,8 @@ from testkit.fakes.mcp_features import FeatureMcp
 from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.helpers import say
 from tools.mcp.connection import MIN_LIST_TTL, McpConnection
+from tools.mcp.output import output_checker
+from tools.mcp.schema import BadSchema
 
 
 def cmd(text: str) -> CommandRequest:
@@ -170,3 +172,13 @@ async def test_elicitation_is_not_advertised_and_a_server_that_asks_gets_a_clear
     assert sink.final == "could not ask"
     [result] = _tool_results(fake_openai, 1)
     assert result["error"]["type"] == "business_error" and server.calls == ["ask_size"]
+
+
+def test_an_unusable_output_schema_drops_the_tool_and_says_which_schema() -> None:
+    assert output_checker(None) is None
+    with pytest.raises(BadSchema, match="output schema refers to another document"):
+        output_checker({"type": "object", "properties": {"a": {"$ref": "https://x.example/s"}}})
+    with pytest.raises(BadSchema, match="output schema is not valid JSON Schema"):
+        output_checker({"type": "object", "properties": {"a": {"type": "nonsense"}}})
+    with pytest.raises(BadSchema, match="output schema is larger than"):
+        output_checker({"type": "object", "description": "x" * 20_000})

@@ -8,7 +8,9 @@ The SDK would check this itself, on the event loop with `re` patterns; the inbou
 the schema out of its sight (`tools.mcp.trim` keeps it under `SCHEMA_META` in the tool's
 `_meta`) and the check runs here instead: in a worker thread, with the same guarded validator as
 input schemas (`tools.mcp.schema`: no remote `$ref`, `pattern` on `regex` with a time budget).
-Bounded: schemas over `MAX_SCHEMA_CHARS` are not kept (the tool's results go unchecked, with one
+A declared schema that is not usable (not JSON Schema, a remote `$ref`, a pattern `regex`
+cannot compile) drops the tool at listing, as a bad input schema does. Bounded: schemas over
+`MAX_SCHEMA_CHARS` are not kept (the tool's results go unchecked, with one
 log line at listing), and structured content over `tools.mcp.trim.SHRINK_ABOVE` is shortened for
 the model before it arrives here (`SHRUNK_META`); a shortened value is no longer the server's
 data, so it is shown as shortened and not checked.
@@ -52,14 +54,17 @@ def output_checker(raw: Any) -> OutputCheck | None:
         return None
     if not isinstance(raw, dict):
         raise BadSchema("output schema is not an object")
-    if len(json.dumps(raw, default=str)) > MAX_SCHEMA_CHARS:
+    # Measured as the trimming measures it (compact), which keeps only schemas within this.
+    if len(json.dumps(raw, separators=(",", ":"), default=str)) > MAX_SCHEMA_CHARS:
         raise BadSchema(f"output schema is larger than {MAX_SCHEMA_CHARS} characters")
-    schema: dict[str, Any] = clean(raw, 0)
     try:
+        schema: dict[str, Any] = clean(raw, 0)
         Validator.check_schema(schema)
+        check_refs_and_patterns(schema, "")
     except SchemaError as exc:
         raise BadSchema(f"output schema is not valid JSON Schema ({exc.message[:120]})") from None
-    check_refs_and_patterns(schema, "")
+    except BadSchema as exc:  # the shared checks speak of input schemas
+        raise BadSchema(str(exc).replace("input schema", "output schema")) from None
     validator = Validator(schema, registry=NO_FETCH)
 
     def problems(value: Any) -> list[str]:
