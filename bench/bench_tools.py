@@ -7,7 +7,9 @@
    left is our own overhead (argument check against the server's schema, breaker, dispatch,
    result rendering, envelope, trimming). Prints p50/p99 of both.
 2. Selection. `bench/tool_selection_set.py` (44 tools, 66 requests, written before tuning):
-   how often the needed tool is among those offered, lexical only and with the local embedder
+   how often the needed tool is among those offered (and, separately, on the 30 requests of
+   `bench/tool_selection_fresh.py`, written after the related-words vocabulary and never tuned
+   on), lexical only and with the local embedder
    (BOT_EMBEDDING_MODEL=local, the `embeddings` extra) when installed, and the tokens of the
    offered schemas against offering all 44 (counted with tiktoken).
 
@@ -42,6 +44,7 @@ from bench.report import (
     skipped,
     write_json,
 )
+from bench.tool_selection_fresh import FRESH_REQUESTS
 from bench.tool_selection_set import REQUESTS, TOOLS
 from bot.tokens import TokenCounter
 from tools.executor import ExecutorConfig, ToolExecutor
@@ -155,6 +158,13 @@ async def bench_selection(offer: int) -> dict[str, Any]:
             "select_ms_p50": round(statistics.median(took), 3),
             "misses": misses,
         }
+        fresh_hits = 0
+        for text, needed, earlier in FRESH_REQUESTS:
+            names = await selector.choose(TOOLS, text, earlier, always={"remember"})
+            fresh_hits += needed in names
+            if needed not in names:
+                misses.append(f"(held-out) {text!r} -> {needed}")
+        out[label]["held_out_recall"] = round(fresh_hits / len(FRESH_REQUESTS), 4)
     return out
 
 
@@ -175,6 +185,7 @@ def figures(mcp: dict[str, float], selection: dict[str, Any]) -> list[Figure]:
             continue
         r = selection[label]
         out.append(at_least(name, round(r["recall"] * 100, 1), RECALL_TARGET, "%"))
+        out.append(info(f"{name}, held-out set", round(r["held_out_recall"] * 100, 1), "%"))
         out.append(info(f"schema tokens saved, {label}", round(r["token_saving"] * 100, 1), "%"))
     return out
 
@@ -209,7 +220,8 @@ async def main() -> None:
         print(
             f"  {label}: recall {r['recall'] * 100:.1f}%, offered {r['offered_tokens_mean']} of "
             f"{r['all_tools_tokens']} schema tokens (-{r['token_saving'] * 100:.1f}%), "
-            f"select p50 {r['select_ms_p50']} ms"
+            f"select p50 {r['select_ms_p50']} ms; held-out set ({len(FRESH_REQUESTS)} requests "
+            f"never tuned on) {r['held_out_recall'] * 100:.1f}%"
         )
         for miss in r["misses"]:
             print(f"    missed: {miss}")

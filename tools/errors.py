@@ -34,3 +34,9 @@ class ToolArgumentError(ToolError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+class ToolTimedOut(ToolError, TimeoutError):
+    """The tool's own deadline passed (an upstream that went quiet): handled like the executor's
+    timeout (retried when read-only, "may or may not have been done" for a write), its message
+    saying why. The message is shown to the model, so it must not contain secrets."""

@@ -36,7 +36,12 @@ from pydantic import BaseModel, ValidationError
 from tools import envelope
 from tools.breaker import BreakerBoard, CircuitBreaker
 from tools.declare import Tool
-from tools.errors import ToolArgumentError, ToolBusinessError, ToolTransientError
+from tools.errors import (
+    ToolArgumentError,
+    ToolBusinessError,
+    ToolTimedOut,
+    ToolTransientError,
+)
 from tools.idempotency import IdempotencyCache, MemoryIdempotencyCache, idempotency_key
 from tools.keylocks import KeyLocks
 from tools.registry import ToolRegistry
@@ -416,7 +421,8 @@ class ToolExecutor:
                     raise
                 except Exception as exc:
                     failure = exc
-                    timed_out = timer.expired()
+                    # The tool's own timer (a TimeoutError it raised, saying why) counts too.
+                    timed_out = timer.expired() or isinstance(exc, ToolTimedOut)
             if failure is None:
                 if breaker is not None:
                     breaker.success()
@@ -451,7 +457,7 @@ class ToolExecutor:
             late = time.monotonic() - started + delay > cfg.retry_budget
             tripped = breaker is not None and breaker.state == "open"
             if attempt > cfg.max_retries or late or tripped:
-                return self._unavailable(tool, timed_out, attempt)
+                return self._unavailable(tool, timed_out, attempt, failure)
             await asyncio.sleep(delay)
 
     def _backoff(self, attempt: int) -> float:
@@ -459,8 +465,12 @@ class ToolExecutor:
         return base * random.uniform(0.5, 1.0) if base > 0 else 0.0
 
     @staticmethod
-    def _unavailable(tool: Tool, timed_out: bool, attempts: int) -> _Result:
+    def _unavailable(
+        tool: Tool, timed_out: bool, attempts: int, failure: BaseException | None = None
+    ) -> _Result:
         why = f"did not answer within {tool.timeout:g}s" if timed_out else "could not be reached"
+        if isinstance(failure, ToolTimedOut) and str(failure):  # the tool's own words
+            why = str(failure)
         return _fail(
             "timeout" if timed_out else "transient_error",
             f"{tool.name} {why} ({attempts} attempts); it is temporarily unavailable, "

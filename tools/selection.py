@@ -4,7 +4,9 @@ ones this conversation needs.
 Selection starts when a team has more than `max_tools` tools, or when their schemas would take
 more than `token_share` of the context budget. Each tool is ranked against the current message
 (and, with less weight, the last few of the conversation) by BM25 over its name, description and
-parameter names/descriptions, English words stemmed; with an `embed` function configured (an
+parameter names/descriptions, English words stemmed, the request's words widened by related
+words and the entities it names (`tools.selection_vocab`: "umbrella" reaches a forecast tool, an
+`OPS-123` key a tool whose examples show one); with an `embed` function configured (an
 async `embed(texts) -> rows of vectors`: the episodic-memory embedder's, `bot.embeddings.base`,
 for one; a plain callable so the engine declares no second embedder protocol), a dense cosine
 ranking is fused in by reciprocal rank. The best `offer` tools are offered, plus, always: the
@@ -28,6 +30,8 @@ from typing import Any
 
 import Stemmer
 
+from tools.selection_vocab import RELATED, doc_shape_terms, shape_terms
+
 _STEMMER = Stemmer.Stemmer("english")
 _WORD = re.compile(r"[a-z0-9]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -50,6 +54,8 @@ class SelectionConfig:
     token_share: float = 0.2  # or their schemas take more than this share of the budget
     offer: int = 8  # ranked tools offered, besides the ones always included
     context_weight: float = 0.5  # earlier messages count this much against the current one
+    shape_weight: float = 0.6  # an entity the request names (an issue key, an e-mail...)
+    related_weight: float = 0.4  # a word related to one of the request's (selection_vocab)
 
 
 def terms(text: str) -> list[str]:
@@ -104,6 +110,7 @@ class ToolSelector:
         if doc is None:
             fn = schema.get("function", schema)
             tf = Counter(terms(text))
+            tf.update(doc_shape_terms(text))
             for t in terms(str(fn.get("name", ""))):  # the name says most: count it twice
                 tf[t] += 1
             doc = _Doc(str(fn.get("name", "")), text, tf, sum(tf.values()))
@@ -117,12 +124,7 @@ class ToolSelector:
     ) -> dict[str, float]:
         """BM25 score per tool name (0 for no shared term)."""
         docs = [self._doc(s)[1] for s in schemas]
-        weights: dict[str, float] = {}
-        for t in terms(query):
-            weights[t] = 1.0
-        for text in context:
-            for t in terms(text):
-                weights[t] = max(weights.get(t, 0.0), self.config.context_weight)
+        weights = self.weights(query, context)
         n = len(docs)
         avg = sum(d.length for d in docs) / n if n else 1.0
         df: Counter[str] = Counter()
@@ -140,6 +142,31 @@ class ToolSelector:
                 score += w * idf * f * (k1 + 1) / (f + k1 * (1 - b + b * d.length / avg))
             scores[d.name] = score
         return scores
+
+    def weights(self, query: str, context: Sequence[str] = ()) -> dict[str, float]:
+        """Each term's weight: the request's own words, then the entities it names, the words
+        related to them (`tools.selection_vocab`), and the conversation's, each lower."""
+        cfg = self.config
+        weights: dict[str, float] = {}
+
+        def add(found: Iterable[str], weight: float) -> None:
+            for t in found:
+                if weights.get(t, 0.0) < weight:
+                    weights[t] = weight
+
+        own = terms(query)
+        add(own, 1.0)
+        add(shape_terms(query), cfg.shape_weight)
+        add((r for t in own for r in RELATED.get(t, ())), cfg.related_weight)
+        for text in context:
+            earlier = terms(text)
+            add(earlier, cfg.context_weight)
+            add(shape_terms(text), cfg.context_weight * cfg.shape_weight)
+            add(
+                (r for t in earlier for r in RELATED.get(t, ())),
+                cfg.context_weight * cfg.related_weight,
+            )
+        return weights
 
     async def dense(
         self, schemas: Sequence[dict[str, Any]], query: str, context: Sequence[str] = ()

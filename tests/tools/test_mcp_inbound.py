@@ -24,6 +24,49 @@ def _client(cap: int = 4096) -> httpx2.AsyncClient:
     return httpx2.AsyncClient(transport=BoundedTransport(httpx2.AsyncHTTPTransport(), "t", cap=cap))
 
 
+def test_output_schemas_are_kept_bounded_and_the_servers_own_markers_dropped() -> None:
+    """A server cannot plant the bot's markers: its `_meta` copies are removed, an over-large
+    output schema is not kept (one log line), and only the trimming marks a shortened result."""
+    tools: list[Any] = [
+        {
+            "name": "sly",
+            "inputSchema": {"type": "object"},
+            "_meta": {"bot.local/outputSchema": {"type": "object"}, "x": 1},
+        },
+        {
+            "name": "huge",
+            "inputSchema": {"type": "object"},
+            "outputSchema": {"type": "object", "description": "x" * 20_000},
+        },
+    ]
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"tools": tools}}).encode()
+    out, notes = trim_message(body)
+    sly, huge = json.loads(out)["result"]["tools"]
+    assert sly["_meta"] == {"x": 1} and "_meta" not in huge and "outputSchema" not in huge
+    assert (
+        "mcp_output_schema_unchecked",
+        {"tool": "huge", "reason": "output schema too large"},
+    ) in notes
+    small = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "result": {
+            "content": [],
+            "structuredContent": {"a": 1},
+            "_meta": {"bot.local/shrunk": True},
+        },
+    }
+    result = json.loads(trim_message(json.dumps(small).encode())[0])["result"]
+    assert result["_meta"] == {}
+    big = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "result": {"content": [], "structuredContent": {"rows": ["r" * 100] * 1000}},
+    }
+    result = json.loads(trim_message(json.dumps(big).encode())[0])["result"]
+    assert result["_meta"] == {"bot.local/shrunk": True}
+
+
 def test_listing_drops_bad_tools_alone_and_caps_the_count() -> None:
     tools: list[Any] = [
         {"name": "ok", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object"}},
@@ -37,7 +80,12 @@ def test_listing_drops_bad_tools_alone_and_caps_the_count() -> None:
     out, notes = trim_message(body)
     kept = json.loads(out)["result"]["tools"]
     assert len(kept) == MAX_TOOLS
-    assert kept[0] == {"name": "ok", "inputSchema": {"type": "object"}}  # outputSchema gone
+    # The output schema is out of the SDK's sight, kept where only the bot's check reads it.
+    assert kept[0] == {
+        "name": "ok",
+        "inputSchema": {"type": "object"},
+        "_meta": {"bot.local/outputSchema": {"type": "object"}},
+    }
     assert [t["name"] for t in kept[1:3]] == ["t0", "t1"]
     skipped = {f["tool"] for e, f in notes if e == "mcp_tool_skipped"}
     assert skipped == {"str", "list", "None", "fat"}

@@ -80,7 +80,7 @@ class WordVectors:
         out = []
         for t in texts:
             v = [0.0] * 64
-            for w in terms(t.replace("parcel", "order")):  # its "semantics": parcel ~ order
+            for w in terms(t.replace("consignment", "order")):  # consignment ~ order
                 v[zlib.crc32(w.encode()) % 64] += 1.0  # stable across processes (not hash())
             out.append(v)
         return out
@@ -88,11 +88,11 @@ class WordVectors:
 
 async def test_embedder_is_fused_in_and_cached() -> None:
     emb = WordVectors()
-    lexical = await ToolSelector(SelectionConfig(offer=1)).choose(SCHEMAS, "where's my parcel")
+    lexical = await ToolSelector(SelectionConfig(offer=1)).choose(SCHEMAS, "where's my consignment")
     assert "get_order_status" not in lexical
     sel = ToolSelector(SelectionConfig(offer=1), embed=emb.embed)
-    assert await sel.choose(SCHEMAS, "where's my parcel") == ["get_order_status"]
-    await sel.choose(SCHEMAS, "where's my parcel")
+    assert await sel.choose(SCHEMAS, "where's my consignment") == ["get_order_status"]
+    await sel.choose(SCHEMAS, "where's my consignment")
     assert emb.calls == 3  # tool texts embedded once, then one call per query
 
 
@@ -168,3 +168,24 @@ async def test_audit_of_installs_removals_and_breaker_openings(
     assert "audit-secret-1" not in listed
     other = (await app.handle_command(cmd("list", team="T2"))).text
     assert "Recent changes" not in other
+
+
+async def test_related_words_and_entity_shapes_reach_tools_that_share_no_word() -> None:
+    """A request that shares no word with the tool it needs still gets it, through the related
+    words (a parcel is an order) and the entities it names (an issue key like the tool's own
+    example, an e-mail address for a parameter that takes one)."""
+    schemas = [
+        *SCHEMAS,
+        _schema("tix_get_issue", "Get one issue by key (e.g. OPS-123).", key="Issue key"),
+        _schema("ops_service_status", "Health of production services.", service="Service"),
+        _schema("ops_list_deployments", "Recent deployments of a service.", service="Service"),
+        _schema("ops_get_metrics", "Error rate and latency of a service.", service="Service"),
+        _schema("hr_find_employee", "Find an employee: email, phone.", email="Email address"),
+    ]
+    sel = ToolSelector(SelectionConfig(offer=1))
+    assert "get_order_status" in await sel.choose(schemas, "where's my parcel?")
+    assert "ops_service_status" in await sel.choose(schemas, "is prod on fire?")
+    assert "tix_get_issue" in await sel.choose(schemas, "what's up with OPS-77?")
+    assert "hr_find_employee" in await sel.choose(schemas, "who is jo@corp.example")
+    # The entity terms stay out of requests that name none.
+    assert sel.weights("hello there").keys() == {"hello", "there"}

@@ -7,6 +7,15 @@ the same task); calls from turns go through it concurrently.
 
 The tool list is cached and refreshed when the server says it changed (the 2025-era
 `notifications/tools/list_changed`, or a 2026-era `subscriptions/listen` stream) or after a TTL.
+A change notice re-lists in the background, debounced (`RELIST_DEBOUNCE`: a burst of notices
+costs one listing) and bounded (at most one listing per `RELIST_MIN_INTERVAL` however often the
+server says it changed; a turn that finds the list stale waits for that re-listing instead of
+listing again itself). Listings are single-flight: concurrent turns share one. The TTL is the
+server's own freshness hint when it gives a shorter one than `ttl` (2026-07-28 `ttlMs` on
+`tools/list`, at least `MIN_LIST_TTL`: 0, the SDK's default, "immediately stale", re-lists on
+each turn but at most once a second); a server cannot make the bot keep a list longer. Its
+`cacheScope` is recorded (`cache_scope`): one connection holds one authorization context, so a
+listing is never shared across contexts anyway.
 A server that cannot be reached is marked down and not retried for `retry_after` seconds, so a
 dead server costs a turn nothing; the next attempt after that reconnects. A server that keeps
 failing waits twice as long each time (up to `MAX_RETRY_AFTER`). A connect or listing that is
@@ -16,6 +25,10 @@ waited the full 8 s again.
 
 Everything the server sends goes through `tools.mcp.inbound` first: capped in bytes, trimmed
 (tools, parts, texts), parsed off the event loop.
+
+A call is cut after `call_timeout` seconds without an answer or a progress notification (a
+server gone silent), and after `call_cap` seconds in all (a server that reports progress for
+ever): progress only ever extends the idle deadline, never past the cap.
 
 The bearer token goes in one header of this install's HTTP client and nowhere else: never in a
 log line, an error message or anything the model sees. Requests go through the operator's host
@@ -35,7 +48,7 @@ import anyio
 import httpx2
 import mcp_types as types
 
-from tools.errors import ToolBusinessError, ToolTransientError
+from tools.errors import ToolBusinessError, ToolTimedOut, ToolTransientError
 from tools.mcp.inbound import MAX_MESSAGE_BYTES, TOO_LARGE, BoundedTransport
 from tools.netguard import ANY_HOST, BlockedHost, HostPolicy, event_hooks
 
@@ -52,8 +65,16 @@ logging.getLogger("httpx2").setLevel(logging.WARNING)
 MAX_TOOLS = 128
 MAX_PAGES = 10
 MAX_RETRY_AFTER = 300.0
+RELIST_DEBOUNCE = 0.2  # seconds a change notice waits for more before the re-listing
+RELIST_MIN_INTERVAL = 1.0  # seconds between two listings caused by change notices
+MIN_LIST_TTL = 1.0  # a server's ttlMs hint below this (0: "always stale") counts as this
 Health = Literal["new", "ok", "down"]
 _background: set[asyncio.Task[None]] = set()
+
+
+class CallIdle(ToolTimedOut):
+    """A call's server went quiet for the idle timeout (no answer, no progress); the message
+    says so and is safe to show."""
 
 
 class ServerDown(Exception):
@@ -102,10 +123,12 @@ class McpConnection:
         connect_timeout: float = 5.0,
         retry_after: float = 10.0,
         call_timeout: float = 20.0,
+        call_cap: float = 120.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.key = key
-        self.call_timeout = call_timeout  # the executor's per-call timeout for these tools
+        self.call_timeout = call_timeout  # idle: seconds without an answer or progress
+        self.call_cap = call_cap  # absolute: seconds a call may take, progress or not
         self.url = url
         self._token = token
         self._policy = policy
@@ -119,7 +142,12 @@ class McpConnection:
         self.version = 0  # bumped when the tool list changes
         self._tools: list[types.Tool] | None = None
         self._listed_at = 0.0
+        self._list_ttl = ttl  # the server's hint when it gives one
+        self.cache_scope: str | None = None  # the server's cacheScope for its listing
         self._stale = False
+        self._listing = asyncio.Lock()
+        self._relist: asyncio.Task[None] | None = None
+        self.relists = 0  # listings caused by change notices (bounded by RELIST_MIN_INTERVAL)
         self._client: Client | None = None
         self._task: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
@@ -223,7 +251,7 @@ class McpConnection:
         try:
             async with client.listen(tools_list_changed=True) as sub:
                 async for _event in sub:
-                    self._stale = True
+                    self._changed()
         except Exception:
             return  # not supported (2025-era: notifications arrive via _on_message) or lost
 
@@ -232,7 +260,23 @@ class McpConnection:
             getattr(message, "root", None), "method", None
         )
         if method == "notifications/tools/list_changed":
-            self._stale = True
+            self._changed()
+
+    def _changed(self) -> None:
+        """The server says its tools changed: mark the list stale and re-list soon, once for a
+        burst of notices, never more often than `RELIST_MIN_INTERVAL`."""
+        self._stale = True
+        if self._relist is None or self._relist.done():
+            self._relist = asyncio.get_running_loop().create_task(self._relist_later())
+
+    async def _relist_later(self) -> None:
+        wait = max(RELIST_DEBOUNCE, self._listed_at + RELIST_MIN_INTERVAL - self._clock())
+        await asyncio.sleep(wait)
+        if not self._stale:
+            return
+        self.relists += 1
+        with contextlib.suppress(Exception):  # a failed listing marks the server down itself
+            await self.tools()
 
     def _mark_down(self, reason: str) -> None:
         if self._refused is not None:
@@ -278,20 +322,42 @@ class McpConnection:
                 await task
 
     async def close(self) -> None:
+        relist, self._relist = self._relist, None
+        if relist is not None and relist is not asyncio.current_task():
+            relist.cancel()  # a closed connection does not reconnect to re-list
         async with self._lock:
             await self._shutdown()
 
     # tools --------------------------------------------------------------------------------
 
+    def _fresh(self) -> bool:
+        fresh = self._clock() - self._listed_at < self._list_ttl
+        return self._tools is not None and fresh and not self._stale and self.health != "down"
+
     async def tools(self) -> list[types.Tool]:
-        """The server's tools: cached; refreshed after `ttl`, or when it said they changed."""
-        fresh = self._clock() - self._listed_at < self.ttl
-        if self._tools is not None and fresh and not self._stale and self.health != "down":
+        """The server's tools: cached; refreshed after the TTL, or when it said they changed."""
+        if self._fresh() and self._tools is not None:
             return self._tools
+        relist = self._relist
+        due = relist is not None and not relist.done() and relist is not asyncio.current_task()
+        if self._stale and due and relist is not None and self._tools is not None:
+            # A re-listing is due (a change notice): wait for it rather than list again.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(relist)
+            if self._fresh():
+                return self._tools
+        async with self._listing:  # single-flight: a turn that waited here finds it fresh
+            if self._fresh() and self._tools is not None:
+                return self._tools
+            return await self._list_now()
+
+    async def _list_now(self) -> list[types.Tool]:
         client = await self.client()
         self._stale = False
         try:
-            listing = await asyncio.wait_for(self._list(client), self.connect_timeout)
+            listing, ttl_ms, scope = await asyncio.wait_for(
+                self._list(client), self.connect_timeout
+            )
         except asyncio.CancelledError:
             self._mark_down("the server did not list its tools in time")
             self._in_background(self.close())
@@ -303,19 +369,66 @@ class McpConnection:
         if listing != self._tools:
             self.version += 1
         self._tools, self._listed_at = listing, self._clock()
+        # The server may ask for fresher listings than the bot's TTL, never for staler ones.
+        hinted = self.ttl if ttl_ms is None else max(MIN_LIST_TTL, ttl_ms / 1000)
+        self._list_ttl = min(self.ttl, hinted)
+        self.cache_scope = scope
         self._mark_up()
         return listing
 
-    async def _list(self, client: Client) -> list[types.Tool]:
+    async def _list(self, client: Client) -> tuple[list[types.Tool], int | None, str | None]:
+        """All pages (bounded), with the server's freshness hint: the shortest `ttlMs` of its
+        pages, and its `cacheScope` ("private" if any page says so)."""
         out: list[types.Tool] = []
+        ttls: list[int] = []
+        scopes: set[str] = set()
         cursor: str | None = None
         for _ in range(MAX_PAGES):
             page = await client.list_tools(cursor=cursor, cache_mode="refresh")
             out.extend(page.tools)
+            if "ttl_ms" in page.model_fields_set:  # on the wire (2026-07-28), not a default
+                ttls.append(page.ttl_ms)
+            if "cache_scope" in page.model_fields_set:
+                scopes.add(page.cache_scope)
             cursor = page.next_cursor
             if cursor is None or len(out) >= MAX_TOOLS:
                 break
-        return out[:MAX_TOOLS]
+        scope = "private" if "private" in scopes else next(iter(scopes), None)
+        return out[:MAX_TOOLS], min(ttls) if ttls else None, scope
+
+    async def _call_with_progress(
+        self, client: Client, name: str, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
+        """The call, cut after `call_timeout` seconds without an answer or a progress
+        notification, and after `call_cap` seconds in all however much progress it reports."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        cap_at = started + max(self.call_cap, self.call_timeout)
+        timer = asyncio.timeout_at(min(started + self.call_timeout, cap_at))
+        progressed = 0
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            nonlocal progressed
+            progressed += 1
+            if not timer.expired():
+                timer.reschedule(min(loop.time() + self.call_timeout, cap_at))
+
+        try:
+            async with timer:
+                return await client.call_tool(name, arguments, progress_callback=on_progress)
+        except TimeoutError:
+            if not timer.expired():
+                raise
+            if loop.time() >= cap_at - 0.001:
+                log.warning(
+                    "mcp_call_cut_at_cap",
+                    extra={"fields": {"install": self.key, "progress": progressed}},
+                )
+                raise ToolBusinessError(
+                    f"The tool was still working after {self.call_cap:g} s (the most a call may "
+                    "take) and was stopped; it may or may not have finished its work."
+                ) from None
+            raise CallIdle(f"sent no answer and no progress for {self.call_timeout:g} s") from None
 
     async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """Call one tool. Raises ToolTransientError when nothing was sent (safe to retry),
@@ -328,7 +441,9 @@ class McpConnection:
         except ServerDown as exc:
             raise ToolTransientError(str(exc)) from None
         try:
-            return await client.call_tool(name, arguments)
+            return await self._call_with_progress(client, name, arguments)
+        except ToolTimedOut:
+            raise  # an OSError too (TimeoutError): not a lost connection
         except MCPError as exc:
             if exc.error.code in (types.INVALID_PARAMS, types.METHOD_NOT_FOUND):
                 raise ToolBusinessError(
@@ -367,9 +482,11 @@ class McpPool:
         connect_timeout: float = 5.0,
         retry_after: float = 10.0,
         call_timeout: float = 20.0,
+        call_cap: float = 120.0,
     ) -> None:
         self.policy = policy
         self.call_timeout = call_timeout
+        self.call_cap = call_cap
         self.ttl = ttl
         self.connect_timeout = connect_timeout
         self.retry_after = retry_after
@@ -393,6 +510,7 @@ class McpPool:
             connect_timeout=self.connect_timeout,
             retry_after=self.retry_after,
             call_timeout=self.call_timeout,
+            call_cap=self.call_cap,
         )
         self._conns[key] = conn
         return conn

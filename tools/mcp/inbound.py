@@ -15,9 +15,10 @@ the install's HTTP client, and makes sure the SDK only ever sees small, well-for
 - **Trimming, in a worker thread** (`json` parse and re-encode of the bounded message):
   - a listing keeps its first `MAX_TOOLS` tools; a tool whose input schema is not an object
     schema, or is larger than the bot offers, is dropped with one log line (the SDK would reject
-    the whole listing for one such tool); `outputSchema` is removed (the bot shows structured
-    results to the model as data either way, and the SDK would otherwise validate every result
-    against it on the loop); descriptions are cut to what the model is offered;
+    the whole listing for one such tool); `outputSchema` is moved under the tool's `_meta`
+    (the SDK would otherwise validate every result against it on the loop, with `re` patterns;
+    `tools.mcp.output` checks results against it in a thread, its patterns on a time budget);
+    descriptions are cut to what the model is offered;
   - a tool result keeps its first `MAX_PARTS` content parts (and says how many were left out),
     texts cut to `MAX_TEXT` characters (media stay: the byte cap bounds them, and the model is
     only told their type and size); structured content is shrunk the way the executor would

@@ -6,8 +6,9 @@
 before the call; a tool the server marks read-only (`readOnlyHint`) may be retried after a
 transient failure, anything else is a write (never retried after an unknown outcome, idempotent
 per session and arguments, like every write tool). A result the server flags as an error is a
-business error the model can act on. Descriptions reach the model quoted as the server's text
-(`SERVER_TEXT`), not as the bot's instructions.
+business error the model can act on; so is a structured result that breaks the output schema
+the server declared for the tool (`tools.mcp.output`). Descriptions reach the model quoted as
+the server's text (`SERVER_TEXT`), not as the bot's instructions.
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ from tools.declare import Tool
 from tools.errors import ToolBusinessError
 from tools.mcp.connection import McpConnection, ServerDown
 from tools.mcp.naming import PACK_NAME_RE, namespace
+from tools.mcp.output import SCHEMA_META, OutputCheck, output_checker
 from tools.mcp.render import render_result
 from tools.mcp.schema import MAX_DESCRIPTION_CHARS, BadSchema, checker, model_schema
 from tools.packs.base import PackEnv, PackUnavailable, ToolPack
 from tools.types import ToolContext
 
 log = logging.getLogger("tools.mcp")
+CAP_GRACE = 5.0  # seconds the executor's timer leaves the connection's own cut
 
 SERVER_TEXT = "Description from MCP server {pack}: “{text}”"
 """How a tool's description reaches the model: quoted and attributed to the server, so the
@@ -100,12 +103,14 @@ class McpArguments(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-def _caller(conn: McpConnection, server_name: str) -> Any:
+def _caller(conn: McpConnection, server_name: str, check_output: OutputCheck | None) -> Any:
     async def call(args: McpArguments, ctx: ToolContext) -> Any:
         result = await conn.call(server_name, args.model_dump())
         if result.is_error:
             text = render_result(result.content, None).get("text") or "The tool reported an error."
             raise ToolBusinessError(str(text)[:1000])
+        if check_output is not None:
+            await check_output(result.structured_content, result.meta)
         return render_result(result.content, result.structured_content)
 
     return call
@@ -122,6 +127,7 @@ def adapt(
         spec = by_name[server_name]
         try:
             params = model_schema(spec.input_schema)
+            check_output = output_checker((spec.meta or {}).get(SCHEMA_META))
         except BadSchema as exc:
             log.warning(
                 "mcp_tool_skipped",
@@ -139,10 +145,12 @@ def adapt(
             Tool(
                 name=mapped,
                 description=desc,
-                fn=_caller(conn, server_name),
+                fn=_caller(conn, server_name, check_output),
                 args_model=McpArguments,
                 write=not read_only,
-                timeout=conn.call_timeout,
+                # The connection cuts idle and over-long calls itself (progress extends the idle
+                # deadline up to the cap): the executor's own timer only backs that up.
+                timeout=max(conn.call_cap, conn.call_timeout) + CAP_GRACE,
                 model_arg="args",
                 context_arg="ctx",
                 schema_json=json.dumps(schema, ensure_ascii=False, separators=(",", ":")),

@@ -61,7 +61,7 @@ def model_schema(raw: Any) -> dict[str, Any]:
         raise BadSchema("input schema is not an object")
     if len(json.dumps(raw, default=str)) > MAX_SCHEMA_CHARS:
         raise BadSchema(f"input schema is larger than {MAX_SCHEMA_CHARS} characters")
-    cleaned: dict[str, Any] = _clean(raw, 0)
+    cleaned: dict[str, Any] = clean(raw, 0)
     if cleaned.get("type", "object") != "object":
         raise BadSchema("input schema does not describe an object")
     cleaned["type"] = "object"
@@ -70,11 +70,11 @@ def model_schema(raw: Any) -> dict[str, Any]:
         Draft202012Validator.check_schema(cleaned)
     except SchemaError as exc:
         raise BadSchema(f"input schema is not valid JSON Schema ({exc.message[:120]})") from None
-    _check_refs_and_patterns(cleaned, "")
+    check_refs_and_patterns(cleaned, "")
     return cleaned
 
 
-def _check_refs_and_patterns(node: Any, key: str) -> None:
+def check_refs_and_patterns(node: Any, key: str) -> None:
     """Refuse non-local references and patterns `regex` cannot compile (at load, once)."""
     if isinstance(node, dict):
         for k, v in node.items():
@@ -87,10 +87,10 @@ def _check_refs_and_patterns(node: Any, key: str) -> None:
             if k == "patternProperties" and isinstance(v, dict):
                 for p in v:
                     _compile_or_refuse(p)
-            _check_refs_and_patterns(v, k)
+            check_refs_and_patterns(v, k)
     elif isinstance(node, list):
         for v in node:
-            _check_refs_and_patterns(v, key)
+            check_refs_and_patterns(v, key)
 
 
 def _compile_or_refuse(pattern: str) -> None:
@@ -109,15 +109,15 @@ def _refuse_retrieval(uri: str) -> Resource[Any]:
     raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
 
-_NO_FETCH: Registry[Any] = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
+NO_FETCH: Registry[Any] = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
 """Resolves only within the schema (and jsonschema's bundled metaschemas); fetches nothing."""
 
-_deadline: contextvars.ContextVar[float] = contextvars.ContextVar("pattern_deadline", default=0.0)
+deadline: contextvars.ContextVar[float] = contextvars.ContextVar("pattern_deadline", default=0.0)
 
 
 def _search(pattern: str, text: str) -> bool | None:
     """Does `pattern` match somewhere in `text`? None when it could not tell in time."""
-    left = _deadline.get() - time.monotonic()
+    left = deadline.get() - time.monotonic()
     if left <= 0:
         return None
     try:
@@ -126,7 +126,7 @@ def _search(pattern: str, text: str) -> bool | None:
             is not None
         )
     except TimeoutError:
-        _deadline.set(0.0)  # one slow search spends the rest of the budget: stop trying
+        deadline.set(0.0)  # one slow search spends the rest of the budget: stop trying
         return None
     except (regex.error, TypeError, ValueError, OverflowError):
         return None
@@ -153,42 +153,42 @@ def _pattern_properties(
                 yield from validator.descend(v, subschema, path=k, schema_path=pattern)
 
 
-_Validator = extend(
+Validator = extend(
     Draft202012Validator,
     validators={"pattern": _pattern, "patternProperties": _pattern_properties},
 )
 
 
-def _clean(node: Any, depth: int) -> Any:
+def clean(node: Any, depth: int) -> Any:
     if depth > 32:
         raise BadSchema("input schema is nested too deeply")
     if isinstance(node, dict):
         return {
-            k: _clean(v, depth + 1)
+            k: clean(v, depth + 1)
             for k, v in node.items()
             if not (k in _DROP_KEYS and isinstance(v, str | list))
         }
     if isinstance(node, list):
-        return [_clean(v, depth + 1) for v in node]
+        return [clean(v, depth + 1) for v in node]
     return node
 
 
 def checker(schema: dict[str, Any]) -> ArgsCheck:
     """`check(args) -> (coerced args, {field: problem})` for one tool's schema."""
-    validator = _Validator(schema, registry=_NO_FETCH)
+    validator = Validator(schema, registry=NO_FETCH)
 
     def check(args: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         fixed = _coerce(args, schema)
         problems: dict[str, str] = {}
-        token = _deadline.set(time.monotonic() + CHECK_BUDGET)
+        token = deadline.set(time.monotonic() + CHECK_BUDGET)
         try:
             errors = sorted(validator.iter_errors(fixed), key=lambda e: [str(p) for p in e.path])
         except Unresolvable:
             return fixed, {"arguments": "cannot be checked (the tool's schema has a broken $ref)"}
         finally:
-            _deadline.reset(token)
+            deadline.reset(token)
         for err in errors:
-            for path, message in _describe(err, schema):
+            for path, message in describe(err, schema):
                 problems.setdefault(path, message)
             if len(problems) >= 20:
                 break
@@ -257,7 +257,7 @@ def _field(path: list[Any]) -> str:
     return ".".join(str(p) for p in path) or "arguments"
 
 
-def _describe(err: ValidationError, root: dict[str, Any]) -> list[tuple[str, str]]:
+def describe(err: ValidationError, root: dict[str, Any]) -> list[tuple[str, str]]:
     path = list(err.absolute_path)
     kind = err.validator
     value = err.validator_value

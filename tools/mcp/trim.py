@@ -20,6 +20,8 @@ MAX_DESCRIPTION = 1_024
 STRUCTURED_ITEMS = 64  # structured content: items per list/object kept when it is large
 STRUCTURED_CHARS = 2_048  # ... and characters per string
 SHRINK_ABOVE = 64 * 1024  # structured content larger than this (as JSON) is shrunk
+SCHEMA_META = "bot.local/outputSchema"  # a listed tool's output schema, kept for tools.mcp.output
+SHRUNK_META = "bot.local/shrunk"  # a result whose structured content the trimming shortened
 
 Notes = list[tuple[str, dict[str, Any]]]  # log lines the trimming asks for (event, fields)
 
@@ -59,13 +61,36 @@ def _trim_listing(result: dict[str, Any], notes: Notes) -> bool:
             name = tool.get("name") if isinstance(tool, dict) else None
             notes.append(("mcp_tool_skipped", {"tool": str(name)[:64], "reason": why}))
             continue
-        tool.pop("outputSchema", None)
+        _keep_output_schema(tool, notes)
         desc = tool.get("description")
         if isinstance(desc, str) and len(desc) > MAX_DESCRIPTION:
             tool["description"] = desc[:MAX_DESCRIPTION]
         kept.append(tool)
     result["tools"] = kept
     return True
+
+
+def _keep_output_schema(tool: dict[str, Any], notes: Notes) -> None:
+    """Out of the SDK's sight (it would validate every result against it on the loop), kept
+    under `_meta` for `tools.mcp.output`, when small enough; a server's own value there is
+    never trusted."""
+    schema = tool.pop("outputSchema", None)
+    meta = tool.get("_meta")
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    meta.pop(SCHEMA_META, None)
+    if schema is not None:
+        if len(json.dumps(schema, separators=(",", ":"), default=str)) <= MAX_SCHEMA_BYTES:
+            meta[SCHEMA_META] = schema
+        else:
+            notes.append(
+                (
+                    "mcp_output_schema_unchecked",
+                    {"tool": str(tool.get("name"))[:64], "reason": "output schema too large"},
+                )
+            )
+    tool["_meta"] = meta or None
+    if tool["_meta"] is None:
+        del tool["_meta"]
 
 
 def _tool_problem(tool: Any) -> str | None:
@@ -83,10 +108,14 @@ def _trim_result(result: dict[str, Any]) -> bool:
     content: list[Any] = result["content"]
     kept = content[:MAX_PARTS]
     structured = result.get("structuredContent")
+    meta = result.get("_meta")
+    if isinstance(meta, dict):
+        meta.pop(SHRUNK_META, None)  # only the trimming says a result was shortened
     if structured is not None:
         size = len(json.dumps(structured, separators=(",", ":"), default=str))
         if size > SHRINK_ABOVE:
             result["structuredContent"] = shrink(structured, STRUCTURED_ITEMS, STRUCTURED_CHARS)
+            result["_meta"] = {**(meta if isinstance(meta, dict) else {}), SHRUNK_META: True}
             # The server's copy of the same data as JSON text (for older clients): not twice.
             kept = [p for p in kept if not (_is(p, "text") and len(str(p.get("text"))) >= size)]
     for part in kept:
