@@ -28,7 +28,7 @@ from bot.stores.place_settings import FORGOTTEN, TEAM_WIDE, SettingChange
 log = logging.getLogger(__name__)
 
 HISTORY_SHOWN = 20
-# The keys `/config` changes (budget, person_budget and approve come with their issues).
+# The keys `/config` changes.
 SETTABLE = KEYS
 NOT_YET: dict[str, str] = {}
 PREVIEW_CHARS = 80
@@ -58,6 +58,8 @@ def effective_value(policy: PlacePolicy, key: str, default_model: str) -> str:
         return "all" if policy.tools is None else (",".join(sorted(policy.tools)) or "none")
     if key == "memory":
         return "on" if policy.memory else "off"
+    if key == "tool_risk":
+        return ",".join(f"{name}={risk}" for name, risk in policy.tool_risk) or "none"
     if key in BUDGET_KEYS:
         set_here = [f"{b.layer} {b.budget.shown()}" for b in policy.budgets if b.key == key]
         return "; ".join(set_here) or "none"
