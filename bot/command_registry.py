@@ -214,6 +214,15 @@ class LocalCommand:
     description: str
 
 
+# The console's answers to an approval request (`bot.approvals`); Slack and Discord show
+# buttons instead.
+APPROVE = LocalCommand(
+    "/approve [always]",
+    "run the tool call waiting for your approval (always: that tool, here, from now on)",
+)
+DENY = LocalCommand("/deny", "decline the tool call waiting for your approval")
+
+
 @dataclass(frozen=True)
 class HelpText:
     commands: tuple[Command, ...] = COMMANDS

@@ -98,8 +98,8 @@ class ApprovalStore(Protocol):
     async def finish(self, approval_id: str, outcome: str, latency_ms: float) -> None:
         """Record what the decided call came to (the tool's outcome, or `declined`)."""
 
-    async def pending_of_turn(self, session: str, turn_id: str) -> list[Approval]:
-        """The turn's approvals still pending, oldest first."""
+    async def of_turn(self, session: str, turn_id: str) -> list[Approval]:
+        """The turn's approvals (pending and decided), oldest first."""
 
     async def latest_pending(self, session: str, person: str) -> Approval | None:
         """The person's newest pending approval in this conversation (the console's

@@ -100,8 +100,8 @@ class MongoApprovals:
             {"_id": approval_id}, {"$set": {"outcome": outcome[:100], "latency_ms": latency_ms}}
         )
 
-    async def pending_of_turn(self, session: str, turn_id: str) -> list[Approval]:
-        where = {"session": session, "turn_id": turn_id, "status": "pending"}
+    async def of_turn(self, session: str, turn_id: str) -> list[Approval]:
+        where = {"session": session, "turn_id": turn_id}
         return await self._find(where, [("created_at", ASCENDING), ("_id", ASCENDING)])
 
     async def latest_pending(self, session: str, person: str) -> Approval | None:

@@ -120,9 +120,9 @@ class SqliteApprovals:
 
         await self._db.call(run)
 
-    async def pending_of_turn(self, session: str, turn_id: str) -> list[Approval]:
+    async def of_turn(self, session: str, turn_id: str) -> list[Approval]:
         return await self._select(
-            "session = ? AND turn_id = ? AND status = 'pending' ORDER BY created_at, n",
+            "session = ? AND turn_id = ? ORDER BY created_at, n",
             (session, turn_id),
         )
 

@@ -98,9 +98,10 @@ async def test_the_turns_pending_calls_and_the_persons_latest(approvals: Approva
     await approvals.add(approval("a2", created=101.0))
     await approvals.add(approval("a3", created=102.0, turn="t_2"))
     await approvals.add(approval("b1", created=103.0, person=BOB, turn="t_3"))
-    assert [a.id for a in await approvals.pending_of_turn(SESSION, "t_1")] == ["a1", "a2"]
+    assert [a.id for a in await approvals.of_turn(SESSION, "t_1")] == ["a1", "a2"]
     await approvals.decide("a1", "denied", by=ANN.id, at=110.0)
-    assert [a.id for a in await approvals.pending_of_turn(SESSION, "t_1")] == ["a2"]
+    turn = await approvals.of_turn(SESSION, "t_1")
+    assert [(a.id, a.status) for a in turn] == [("a1", "denied"), ("a2", "pending")]
     latest = await approvals.latest_pending(SESSION, ANN.id)
     assert latest is not None and latest.id == "a3"
     await approvals.decide("a3", "approved", by=ANN.id, at=111.0)
