@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from bot import tracing
 from bot.activity import TurnActivity
 from bot.approvals.desk import Answer, ApprovalDesk, Choice, Resume
+from bot.approvals.render import audit_line
 from bot.bot_pairs import BotPairBudget
 from bot.commands import CommandHandler
 from bot.config import Settings
@@ -94,6 +95,9 @@ MAX_ALERTED = 5  # admins told of one budget alert
 HISTORY_LOOKED_AT = 50  # settings changes read to find who set a budget
 BUSY_REPLY = "I'm still working on an earlier message here — please try again in a moment."
 EMPTY_MESSAGE_REPLY = "Did you mean to say something? I got an empty message."
+
+
+AUDIT_SHOWN = 30  # entries `/tools audit` lists
 
 
 class StartupError(Exception):
@@ -258,6 +262,9 @@ class BotApp(ServesInbox):
         self.runner.approvals = self.approvals
         if kept_approvals is not None:
             self.commands.eraser.tiers.append(ApprovalPeople(kept_approvals))
+            if self.commands.config is not None:
+                self.commands.config.approvals = kept_approvals
+            self.commands.audit = self._tools_audit
         if heard is not None:
             heard.apply_change = self._apply_heard_change
         if isinstance(inbox, SqliteInbox):  # its WAL holds handled messages until compacted
@@ -303,6 +310,16 @@ class BotApp(ServesInbox):
             return await self.approvals.decide(approval_id[:100], person.id, choice)
         except StoreUnavailable:
             return Answer("I can't reach my store right now; please try again.", ok=False)
+
+    async def _tools_audit(self, team: TeamKey) -> list[str]:
+        """`/tools audit`: approvals and decisions (from the store) with installs, removals and
+        breaker openings (`bot.tool_audit`), newest last."""
+        kinds = {i.config.get("pack", i.pack) for i in await self.store.installed(team)}
+        entries = await self.toolboxes.audit.recent(team.id, kinds, limit=AUDIT_SHOWN)
+        lines = [e.line() for e in entries]
+        if self.approvals is not None:
+            lines += [audit_line(a) for a in await self.approvals.store.recent(team, AUDIT_SHOWN)]
+        return sorted(lines)[-AUDIT_SHOWN:]
 
     async def resume_turn(self, resume: Resume, sink: ReplySink) -> TurnResult | None:
         """Go on with a turn paused for approvals, now that they are decided."""

@@ -152,6 +152,13 @@ TOOLS = Command(
             (Arg("pack", "Pack name"),),
             admin=True,
         ),
+        Subcommand(
+            "audit",
+            "Lists tool approvals and decisions, installs, removals and failures (admins)",
+            "audit",
+            _word("audit"),
+            admin=True,
+        ),
     ),
 )
 
@@ -183,6 +190,23 @@ CONFIG = Command(
         ),
         Subcommand(
             "history", "Lists the last changes of the settings here", "history", _word("history")
+        ),
+        Subcommand(
+            "grants",
+            "Lists who may run which tool here without asking (Approve always)",
+            "grants",
+            _word("grants"),
+        ),
+        Subcommand(
+            "revoke",
+            "Revokes an Approve always grant of a tool here, one person's or everyone's (admins)",
+            "revoke <tool> [user]",
+            lambda v: f"revoke {v.get('tool') or ''} {v.get('user') or ''}".strip(),
+            (
+                Arg("tool", "Tool name, as /config grants lists it"),
+                Arg("user", "Whose grant (a user id); everyone's when left out", required=False),
+            ),
+            admin=True,
         ),
     ),
 )

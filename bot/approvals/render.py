@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.stores.approvals import Approval
@@ -51,3 +52,31 @@ def request_text(approval: Approval, *, how: str) -> str:
 
 
 CONSOLE_HOW = "Answer `/approve`, `/approve always` (this tool, here, from now on) or `/deny`"
+
+
+OUTCOMES = {
+    "pending": "waiting",
+    "approved": "approved",
+    "denied": "denied",
+    "expired": "expired",
+}
+
+
+def _who(person_id: str) -> str:
+    return person_id.rsplit(":", 1)[-1] if person_id else "nobody"
+
+
+def audit_line(a: Approval) -> str:
+    """One approval for `/tools audit`: when, tool, arguments (short), who asked and where, the
+    decision (who, after how long) and what the tool came to (with the latency)."""
+    when = datetime.fromtimestamp(a.created_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    args = "; ".join(argument_lines(a.arguments))
+    args = args if len(args) <= 120 else args[:119] + "…"
+    line = f"{when} — `{a.tool}` ({args}) asked by {_who(a.person)} in {a.place}: "
+    line += OUTCOMES[a.status]
+    if a.status in ("approved", "denied"):
+        line += f" by {_who(a.decided_by)} after {minutes(a.decided_at - a.created_at)}"
+    if a.outcome:
+        line += f", {'ran: ' + a.outcome if a.status == 'approved' else a.outcome}"
+        line += f" ({a.latency_ms:,.0f} ms from the request)"
+    return line

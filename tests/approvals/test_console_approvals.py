@@ -39,6 +39,7 @@ def _env(tmp_path: Path, fake: FakeOpenAI, **extra: str) -> dict[str, str]:
 
 
 async def _start(tmp_path: Path, env: dict[str, str], *args: str) -> asyncio.subprocess.Process:
+    user = () if "--user" in args else ("--user", "ann")
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -46,6 +47,7 @@ async def _start(tmp_path: Path, env: dict[str, str], *args: str) -> asyncio.sub
         "chat",
         "--channel",
         "C1",
+        *user,
         *args,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
@@ -165,10 +167,24 @@ async def test_approve_none_always_grants_and_strangers(tmp_path: Path) -> None:
         assert ASKED in out
         stranger = await chat(tmp_path, env, ["/approve"], "--user", "bob")
         assert "Nothing of yours is waiting" in stranger and mcp.created == []
-        out = await chat(tmp_path, env, ["/approve always", "open a ticket: toner low"])
+        out = await chat(
+            tmp_path, env, ["/approve always", "open a ticket: toner low", "/config grants"]
+        )
         assert "won't be asked again" in out and "Opened again, no need to ask." in out
         assert out.count(ASKED) == 0
         assert [c["title"] for c in mcp.created] == ["printer on fire", "toner low"]
+        assert "`tix_create_ticket` — ann" in out  # the grant, listed
+        # Revoked in /config: the next write asks again.
+        fake.push(tool_calls([("tix_create_ticket", {"title": "jam"})]))
+        out = await chat(
+            tmp_path, env, ["/config revoke tix_create_ticket", "open a ticket: jam", "/deny"]
+        )
+        assert "Revoked 1 grant(s)" in out and ASKED in out
+        audit = await chat(tmp_path, env, ["/tools audit"])
+        assert "`tix` (mcp) installed by ann" in audit
+        first = "`tix_create_ticket` (priority: 1; title: printer on fire) asked by ann in C1"
+        assert f"{first}: approved by ann" in audit
+        assert "ran: ok" in audit and "title: jam) asked by ann in C1: denied by ann" in audit
 
         # approve=none: an admin's choice for this channel; the write runs at once.
         fake.push(tool_calls([("tix_create_ticket", {"title": "paper jam"})]), text("Done."))
