@@ -255,7 +255,11 @@ class BotApp(ServesInbox):
         # the place a paused turn waits in across restarts and replicas.
         kept_approvals = approvals_of(store)
         self.approvals = (
-            ApprovalDesk(kept_approvals, ttl=settings.bot_approval_ttl)
+            ApprovalDesk(
+                kept_approvals,
+                ttl=settings.bot_approval_ttl,
+                stale_after=settings.bot_turn_timeout + 60.0,
+            )
             if kept_approvals is not None
             else None
         )

@@ -123,10 +123,18 @@ def declined_record(approval: Approval) -> ToolCallRecord:
 
 class ApprovalDesk:
     def __init__(
-        self, store: ApprovalStore, *, ttl: float, clock: Callable[[], float] = time.time
+        self,
+        store: ApprovalStore,
+        *,
+        ttl: float,
+        stale_after: float = 180.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.ttl = ttl
+        # A decided call still unsettled this long after the decision: the process resuming
+        # its turn died (longer than a turn may run), so `sweep` resumes it.
+        self.stale_after = stale_after
         self.clock = clock
 
     async def waits(self, tool: Tool, policy: PlacePolicy, ctx: ToolContext, place: str) -> bool:
@@ -204,16 +212,24 @@ class ApprovalDesk:
         return Resume(message_of(decided), decided.turn_id, unsettled)
 
     async def sweep(self, limit: int = 50) -> list[Resume]:
-        """Pending calls past their time become expired; the turns they complete, to resume."""
-        out: list[Resume] = []
+        """Pending calls past their time become expired, and calls decided long ago but never
+        settled (their process died) are picked up: the turns to resume, once each."""
+        out: dict[tuple[str, str], Resume] = {}
         for approval in await self.store.due(self.clock(), limit):
             decided = await self.store.decide(approval.id, "expired", by="", at=self.clock())
             if decided is None:
                 continue  # decided meanwhile (another process)
             resume = await self._resume_if_complete(decided)
             if resume is not None:
-                out.append(resume)
-        return out
+                out[(decided.session, decided.turn_id)] = resume
+        for stale in await self.store.unsettled(self.clock() - self.stale_after, limit):
+            if (stale.session, stale.turn_id) in out:
+                continue
+            resume = await self._resume_if_complete(stale)
+            if resume is not None:
+                log.info("approval_resumed_late", extra={"fields": {"approval": stale.id}})
+                out[(stale.session, stale.turn_id)] = resume
+        return list(out.values())
 
     async def settled(self, approval: Approval, outcome: str) -> None:
         latency = round((self.clock() - approval.created_at) * 1000, 1)

@@ -108,6 +108,10 @@ class ApprovalStore(Protocol):
     async def due(self, now: float, limit: int = 100) -> list[Approval]:
         """Pending approvals whose time ran out, oldest first."""
 
+    async def unsettled(self, before: float, limit: int = 100) -> list[Approval]:
+        """Approvals decided at or before `before` whose call was never settled (no outcome:
+        the process that took the decision died before the turn resumed), oldest first."""
+
     async def recent(self, team: TeamKey, limit: int = 20) -> list[Approval]:
         """The team's latest approvals, newest first (`/tools audit`)."""
 

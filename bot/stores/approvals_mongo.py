@@ -113,6 +113,10 @@ class MongoApprovals:
         where = {"status": "pending", "expires_at": {"$lte": now}}
         return await self._find(where, [("expires_at", ASCENDING), ("_id", ASCENDING)], limit)
 
+    async def unsettled(self, before: float, limit: int = 100) -> list[Approval]:
+        where = {"status": {"$ne": "pending"}, "outcome": "", "decided_at": {"$lte": before}}
+        return await self._find(where, [("decided_at", ASCENDING), ("_id", ASCENDING)], limit)
+
     async def recent(self, team: TeamKey, limit: int = 20) -> list[Approval]:
         sort = [("created_at", DESCENDING), ("_id", DESCENDING)]
         return await self._find({"team": team.id}, sort, limit)

@@ -139,6 +139,13 @@ class SqliteApprovals:
             "status = 'pending' AND expires_at <= ? ORDER BY expires_at, n LIMIT ?", (now, limit)
         )
 
+    async def unsettled(self, before: float, limit: int = 100) -> list[Approval]:
+        return await self._select(
+            "status != 'pending' AND outcome = '' AND decided_at <= ? "
+            "ORDER BY decided_at, n LIMIT ?",
+            (before, limit),
+        )
+
     async def recent(self, team: TeamKey, limit: int = 20) -> list[Approval]:
         return await self._select(
             "team = ? ORDER BY created_at DESC, n DESC LIMIT ?", (team.id, limit)

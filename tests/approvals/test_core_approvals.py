@@ -166,3 +166,21 @@ async def test_forget_all_erases_the_persons_pending_calls(
     )
     assert forgot.ok
     assert await app.approvals.store.get(pending.id) is None
+
+
+async def test_a_decision_whose_process_died_before_resuming_is_picked_up(
+    make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    app, shop = await make_app(), Shop()
+    assert app.approvals is not None
+    fake_openai.push(tool_calls([("cancel_order", {"order_id": "W1"})]), text("Cancelled W1."))
+    (pending,) = (await ask(app, shop, "cancel order W1")).asked
+    decided = await app.approvals.decide(pending.id, ANN.id, "approve")
+    assert decided.resume is not None  # ... and the process died here: nobody resumed it
+    assert await app.sweep_approvals() == []  # not yet: it may still be resuming elsewhere
+    start = app.approvals.clock
+    app.approvals.clock = lambda: start() + app.approvals.stale_after + 1.0
+    (late,) = await app.sweep_approvals()
+    done = await resume(app, shop, late)
+    assert done.final == "Cancelled W1." and shop.cancelled == ["W1"]
+    assert await app.sweep_approvals() == []  # settled: never again

@@ -121,6 +121,18 @@ async def test_due_lists_pending_calls_past_their_time(approvals: ApprovalStore)
     assert await approvals.due(100.0) == []
 
 
+async def test_unsettled_lists_decided_calls_never_settled(approvals: ApprovalStore) -> None:
+    for aid in ("a1", "a2", "a3", "a4"):
+        await approvals.add(approval(aid))
+    await approvals.decide("a1", "approved", by=ANN.id, at=150.0)
+    await approvals.decide("a2", "denied", by=ANN.id, at=140.0)
+    await approvals.decide("a3", "approved", by=ANN.id, at=190.0)  # too recent
+    await approvals.decide("a4", "approved", by=ANN.id, at=120.0)
+    await approvals.finish("a4", "ok", 10.0)  # settled
+    assert [a.id for a in await approvals.unsettled(160.0)] == ["a2", "a1"]
+    assert [a.id for a in await approvals.unsettled(160.0, limit=1)] == ["a2"]
+
+
 async def test_recent_lists_the_teams_newest_first_and_keeps_a_bound(
     approvals: ApprovalStore,
 ) -> None:
