@@ -10,6 +10,9 @@ Without `--channel` the conversation is a DM between that person and the bot (`d
 with it, a channel (`--private` for a private one). `--at` dates the messages (for replaying
 conversations that happened earlier).
 After a reply, `/good` or `/bad` votes on it (again: changes the vote; `bot.feedback`).
+A tool call that waits for approval (`bot.approvals`) is shown as a line answered with
+`/approve` (`/approve always`) or `/deny`; requests whose time ran out are told to the model
+(checked every `SWEEP_EVERY` seconds while the console runs).
 A line `/attach PATH` attaches that file to the next message (several such lines attach several
 files); an empty line right after them sends the files on their own.
 """
@@ -23,19 +26,25 @@ from datetime import datetime
 from typing import TextIO
 
 from adapters.console_files import AttachRefused, local_attachment
-from bot.command_registry import BY_NAME, LocalCommand, help_text
-from bot.core import BotCore, CommandRequest, NotifiesAdmins
+from bot.approvals.desk import Choice
+from bot.approvals.render import CONSOLE_HOW, request_text
+from bot.command_registry import APPROVE, BY_NAME, DENY, LocalCommand, help_text
+from bot.core import BotCore, CommandRequest, DecidesApprovals, NotifiesAdmins
 from bot.feedback import FeedbackClick, ReplyRef, vote
-from bot.keys import PersonKey
+from bot.keys import PersonKey, SessionKey
 from bot.messages import Attachment, IncomingMessage
+from bot.stores.approvals import Approval
 from bot.stores.feedback import DOWN, UP
 
 PLATFORM = "console"
 TEAM = "local"
+SWEEP_EVERY = 5.0  # seconds between checks for approval requests whose time ran out
 CONSOLE_COMMANDS = (
     LocalCommand("/attach PATH", "attach a file to your next message"),
     LocalCommand("/good", "thumbs up on the last reply (again: change your vote)"),
     LocalCommand("/bad", "thumbs down on the last reply"),
+    APPROVE,
+    DENY,
     LocalCommand("/help", "this list"),
     LocalCommand("/quit", "leave (or end of input)"),
 )
@@ -63,6 +72,10 @@ class ConsoleSink:
 
     def rate_with(self, ref: ReplyRef) -> None:
         self.rated = ref
+
+    async def ask_approval(self, approvals: list[Approval]) -> str:
+        """The request as the reply, answered with `/approve` or `/deny`."""
+        return "\n\n".join(request_text(a, how=CONSOLE_HOW) for a in approvals)
 
     async def working(self) -> None:
         return None
@@ -118,9 +131,37 @@ async def run_console(
     interactive = sys.stdin.isatty()
     if interactive and hasattr(sys.stdin, "reconfigure"):
         sys.stdin.reconfigure(errors="replace")
-    pending: list[Attachment] = []
     if isinstance(core, NotifiesAdmins):
         core.set_admin_notice(ConsoleNotice(out))
+    sweeper = asyncio.create_task(_sweep(core, out, interactive))
+    try:
+        return await _loop(core, out, interactive, user, channel, thread, is_dm, private, sent_at)
+    finally:
+        sweeper.cancel()
+
+
+async def _sweep(core: BotCore, out: TextIO, interactive: bool) -> None:
+    """Approval requests whose time ran out: the model is told, and its answer printed."""
+    if not isinstance(core, DecidesApprovals):
+        return
+    while True:
+        await asyncio.sleep(SWEEP_EVERY)
+        for resume in await core.sweep_approvals():
+            await core.resume_turn(resume, ConsoleSink(out=out, stream=interactive))
+
+
+async def _loop(
+    core: BotCore,
+    out: TextIO,
+    interactive: bool,
+    user: str,
+    channel: str,
+    thread: str | None,
+    is_dm: bool,
+    private: bool,
+    sent_at: datetime | None,
+) -> int:
+    pending: list[Attachment] = []
     last: ReplyRef | None = None  # the last reply `/good` and `/bad` vote on
     while True:
         line = await _read_line(interactive)
@@ -143,6 +184,12 @@ async def run_console(
         if text in ("/good", "/bad"):
             out.write(await _vote(core, user, last, UP if text == "/good" else DOWN) + "\n")
             out.flush()
+            continue
+        if text in ("/approve", "/approve always", "/deny"):
+            choice: Choice = (
+                "deny" if text == "/deny" else "always" if text.endswith("always") else "approve"
+            )
+            await _decide(core, out, interactive, user, channel, thread, choice)
             continue
         if text in ("/help", "/?"):
             out.write(help_text(CONSOLE_COMMANDS) + "\n")
@@ -173,6 +220,28 @@ async def run_console(
         sink = ConsoleSink(out=out, stream=interactive)
         await core.handle_message(message, sink)
         last = sink.rated
+
+
+async def _decide(
+    core: BotCore,
+    out: TextIO,
+    interactive: bool,
+    user: str,
+    channel: str,
+    thread: str | None,
+    choice: Choice,
+) -> None:
+    """`/approve`, `/approve always`, `/deny`: the person's newest request in this place."""
+    if not isinstance(core, DecidesApprovals):
+        out.write("Nothing is waiting for approval here.\n")
+        out.flush()
+        return
+    session = SessionKey(PLATFORM, TEAM, channel, thread)
+    answer = await core.decide_approval(PersonKey(PLATFORM, TEAM, user), choice, None, session)
+    out.write(answer.text + "\n")
+    out.flush()
+    if answer.resume is not None:
+        await core.resume_turn(answer.resume, ConsoleSink(out=out, stream=interactive))
 
 
 async def _vote(core: BotCore, user: str, last: ReplyRef | None, value: int) -> str:

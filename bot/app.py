@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from bot import tracing
 from bot.activity import TurnActivity
+from bot.approvals.desk import Answer, ApprovalDesk, Choice, Resume
+from bot.approvals.render import audit_line
 from bot.bot_pairs import BotPairBudget
 from bot.commands import CommandHandler
 from bot.config import Settings
@@ -55,6 +57,7 @@ from bot.policy import (
 )
 from bot.ratelimit import DROP, Rate, TurnLimiter
 from bot.settings_overview import SettingsOverview, team_overview
+from bot.stores.approvals import ApprovalPeople, approvals_of
 from bot.stores.factory import open_cache, open_durable_kv, open_inbox, open_store
 from bot.stores.feedback import FeedbackVoters, feedback_of
 from bot.stores.heard import open_heard_store
@@ -92,6 +95,9 @@ MAX_ALERTED = 5  # admins told of one budget alert
 HISTORY_LOOKED_AT = 50  # settings changes read to find who set a budget
 BUSY_REPLY = "I'm still working on an earlier message here — please try again in a moment."
 EMPTY_MESSAGE_REPLY = "Did you mean to say something? I got an empty message."
+
+
+AUDIT_SHOWN = 30  # entries `/tools audit` lists
 
 
 class StartupError(Exception):
@@ -245,6 +251,24 @@ class BotApp(ServesInbox):
             is_admin=self.commands.is_admin,
             feedback=votes.feedback_totals if votes is not None else None,
         )
+        # Calls that wait for the person's approval (bot.approvals): only with a durable store,
+        # the place a paused turn waits in across restarts and replicas.
+        kept_approvals = approvals_of(store)
+        self.approvals = (
+            ApprovalDesk(
+                kept_approvals,
+                ttl=settings.bot_approval_ttl,
+                stale_after=settings.bot_turn_timeout + 60.0,
+            )
+            if kept_approvals is not None
+            else None
+        )
+        self.runner.approvals = self.approvals
+        if kept_approvals is not None:
+            self.commands.eraser.tiers.append(ApprovalPeople(kept_approvals))
+            if self.commands.config is not None:
+                self.commands.config.approvals = kept_approvals
+            self.commands.audit = self._tools_audit
         if heard is not None:
             heard.apply_change = self._apply_heard_change
         if isinstance(inbox, SqliteInbox):  # its WAL holds handled messages until compacted
@@ -272,7 +296,53 @@ class BotApp(ServesInbox):
     async def handle_message(self, message: IncomingMessage, sink: ReplySink) -> None:
         await self.run_turn(message, sink)
 
-    async def run_turn(self, message: IncomingMessage, sink: ReplySink) -> TurnResult | None:
+    async def decide_approval(
+        self, person: PersonKey, choice: Choice, approval_id: str | None, session: SessionKey
+    ) -> Answer:
+        """A person's answer to an approval request (`bot.approvals.desk`): the request's id
+        (a button), or without one the person's newest pending request in `session` (the
+        console's `/approve`). The answer is shown to them; with `resume`, the caller goes on
+        with the turn (`resume_turn`). Never raises for bad input."""
+        if self.approvals is None:
+            return Answer("Approvals are not kept by this bot.", ok=False)
+        try:
+            if approval_id is None:
+                latest = await self.approvals.store.latest_pending(session.id, person.id)
+                if latest is None:
+                    return Answer("Nothing of yours is waiting for approval here.", ok=False)
+                approval_id = latest.id
+            return await self.approvals.decide(approval_id[:100], person.id, choice)
+        except StoreUnavailable:
+            return Answer("I can't reach my store right now; please try again.", ok=False)
+
+    async def _tools_audit(self, team: TeamKey) -> list[str]:
+        """`/tools audit`: approvals and decisions (from the store) with installs, removals and
+        breaker openings (`bot.tool_audit`), newest last."""
+        kinds = {i.config.get("pack", i.pack) for i in await self.store.installed(team)}
+        entries = await self.toolboxes.audit.recent(team.id, kinds, limit=AUDIT_SHOWN)
+        lines = [e.line() for e in entries]
+        if self.approvals is not None:
+            lines += [audit_line(a) for a in await self.approvals.store.recent(team, AUDIT_SHOWN)]
+        return sorted(lines)[-AUDIT_SHOWN:]
+
+    async def resume_turn(self, resume: Resume, sink: ReplySink) -> TurnResult | None:
+        """Go on with a turn paused for approvals, now that they are decided."""
+        return await self.run_turn(resume.message, sink, resume=resume)
+
+    async def sweep_approvals(self) -> list[Resume]:
+        """Pending approvals past `BOT_APPROVAL_TTL` expire; the turns to resume (the adapter
+        resumes each with a sink of its place). Never raises."""
+        if self.approvals is None:
+            return []
+        try:
+            return await self.approvals.sweep()
+        except Exception as exc:
+            log.warning("approval_sweep_failed", extra={"fields": {"error": type(exc).__name__}})
+            return []
+
+    async def run_turn(
+        self, message: IncomingMessage, sink: ReplySink, *, resume: Resume | None = None
+    ) -> TurnResult | None:
         """Like handle_message, returning the turn's record (tests and benchmarks read it)."""
         message = clean_message(message)
         if not message.text.strip() and not message.attachments:
@@ -318,7 +388,9 @@ class BotApp(ServesInbox):
                     )
                     with self.activity.turn(), billed_to(bill):
                         try:
-                            result = await self.runner.run(message, toolbox, sink, policy, hold)
+                            result = await self.runner.run(
+                                message, toolbox, sink, policy, hold, resume
+                            )
                         finally:
                             if hold is not None:
                                 await hold.settle(bill)

@@ -152,6 +152,13 @@ TOOLS = Command(
             (Arg("pack", "Pack name"),),
             admin=True,
         ),
+        Subcommand(
+            "audit",
+            "Lists tool approvals and decisions, installs, removals and failures (admins)",
+            "audit",
+            _word("audit"),
+            admin=True,
+        ),
     ),
 )
 
@@ -184,6 +191,23 @@ CONFIG = Command(
         Subcommand(
             "history", "Lists the last changes of the settings here", "history", _word("history")
         ),
+        Subcommand(
+            "grants",
+            "Lists who may run which tool here without asking (Approve always)",
+            "grants",
+            _word("grants"),
+        ),
+        Subcommand(
+            "revoke",
+            "Revokes an Approve always grant of a tool here, one person's or everyone's (admins)",
+            "revoke <tool> [user]",
+            lambda v: f"revoke {v.get('tool') or ''} {v.get('user') or ''}".strip(),
+            (
+                Arg("tool", "Tool name, as /config grants lists it"),
+                Arg("user", "Whose grant (a user id); everyone's when left out", required=False),
+            ),
+            admin=True,
+        ),
     ),
 )
 
@@ -212,6 +236,15 @@ class LocalCommand:
 
     usage: str
     description: str
+
+
+# The console's answers to an approval request (`bot.approvals`); Slack and Discord show
+# buttons instead.
+APPROVE = LocalCommand(
+    "/approve [always]",
+    "run the tool call waiting for your approval (always: that tool, here, from now on)",
+)
+DENY = LocalCommand("/deny", "decline the tool call waiting for your approval")
 
 
 @dataclass(frozen=True)

@@ -141,6 +141,8 @@ class CommandHandler:
         self.lock_session = lock_session  # the turns' per-session lock (see forget_all)
         self.eraser = Eraser(store, lock_session=lock_session, on_erased=on_erased)
         self.config: ConfigCommands | None = None  # `/config`, where settings can be kept
+        # `/tools audit`: the team's audit lines, oldest first (the app's; None: none kept)
+        self.audit: Callable[[TeamKey], Awaitable[list[str]]] | None = None
         self.usage: UsageCommands | None = None  # `/usage`
 
     async def handle(self, req: CommandRequest) -> CommandReply:
@@ -278,6 +280,8 @@ class CommandHandler:
             return CommandReply(TOOLS_HELP, ok=False)
         if not words or words == ["list"]:
             return await self._list_tools(team)
+        if words == ["audit"]:
+            return await self._audit(req, team)
         action, args = words[0], words[1:]
         if action not in ("install", "remove") or not args:
             return CommandReply(TOOLS_HELP, ok=False)
@@ -362,6 +366,18 @@ class CommandHandler:
             return config
         secret = self.catalog.secret_keys(pack)
         return {k: self.box.seal(v) if k in secret else v for k, v in config.items()}
+
+    async def _audit(self, req: CommandRequest, team: TeamKey) -> CommandReply:
+        """`/tools audit` (admins): tool approvals and decisions, installs, removals and
+        breaker openings, oldest first."""
+        if not self.is_admin(req):
+            return CommandReply("Sorry, only admins can see the tools audit.", ok=False)
+        if self.audit is None:
+            return CommandReply("This bot keeps no tools audit.")
+        lines = await self.audit(team)
+        if not lines:
+            return CommandReply("Nothing in the tools audit yet.")
+        return CommandReply("Tools audit, oldest first:\n" + "\n".join(f"• {x}" for x in lines))
 
     async def _list_tools(self, team: TeamKey) -> CommandReply:
         installed = await self.store.installed(team)

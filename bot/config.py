@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     # /healthz fails when the oldest unhandled entry is older than this.
     bot_inbox_max_age_seconds: float = Field(default=300.0, gt=0)
     bot_session_ttl: float = Field(default=1800.0, gt=0)
+    # How long a tool call waiting for the person's approval stays valid (bot.approvals):
+    # seconds, or a number with s, m or h ("90s", "10m", "1h"); at most a week.
+    bot_approval_ttl: float = Field(default=600.0, gt=0, le=7 * 86400)
     # The event loop of `bot slack|discord`: uvloop when installed (auto), or asyncio's own.
     bot_event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"
     # Embeddings for long-term memory: local | none | a model at the endpoint; unset = local
@@ -136,6 +139,19 @@ class Settings(BaseSettings):
     def _rate(cls, value: str) -> str:
         Rate.parse(value)  # ValueError says what shape is expected
         return value.strip()
+
+    @field_validator("bot_approval_ttl", mode="before")
+    @classmethod
+    def _approval_ttl(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        text = value.strip().casefold()
+        unit = {"s": 1, "m": 60, "h": 3600}.get(text[-1:], 0)
+        number = text[:-1] if unit else text
+        try:
+            return float(number) * (unit or 1)
+        except ValueError:
+            raise ValueError("a duration such as 90s, 10m or 1h") from None
 
     @field_validator("bot_retention_days", mode="before")
     @classmethod

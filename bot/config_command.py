@@ -23,15 +23,17 @@ from bot.core import CommandReply, CommandRequest
 from bot.keys import PersonKey, TeamKey
 from bot.place_settings_cache import CachedPlaceSettings
 from bot.policy import BUDGET_KEYS, KEYS, PlacePolicy, PolicyResolver, parse_value
+from bot.stores.approvals import ApprovalStore
 from bot.stores.place_settings import FORGOTTEN, TEAM_WIDE, SettingChange
 
 log = logging.getLogger(__name__)
 
 HISTORY_SHOWN = 20
-# The keys `/config` changes (budget, person_budget and approve come with their issues).
+# The keys `/config` changes.
 SETTABLE = KEYS
 NOT_YET: dict[str, str] = {}
 PREVIEW_CHARS = 80
+GRANTS_SHOWN = 30
 CONFIG_HELP = CONFIG.help
 NOT_ADMIN = (
     "Sorry, only admins can change settings. `/config` shows what is set here; ask an admin "
@@ -58,6 +60,8 @@ def effective_value(policy: PlacePolicy, key: str, default_model: str) -> str:
         return "all" if policy.tools is None else (",".join(sorted(policy.tools)) or "none")
     if key == "memory":
         return "on" if policy.memory else "off"
+    if key == "tool_risk":
+        return ",".join(f"{name}={risk}" for name, risk in policy.tool_risk) or "none"
     if key in BUDGET_KEYS:
         set_here = [f"{b.layer} {b.budget.shown()}" for b in policy.budgets if b.key == key]
         return "; ".join(set_here) or "none"
@@ -77,6 +81,7 @@ class ConfigCommands:
         self.policies = policies
         self.is_admin = is_admin
         self.installed_packs = installed_packs
+        self.approvals: ApprovalStore | None = None  # "Approve always" grants (bot.approvals)
 
     async def handle(self, req: CommandRequest) -> CommandReply:
         try:
@@ -90,6 +95,12 @@ class ConfigCommands:
             return await self._show(team, req.channel)
         if action == "history" and not args:
             return await self._history(team, req.channel)
+        if action == "grants" and not args:
+            return await self._grants(team, req.channel)
+        if action == "revoke" and 1 <= len(args) <= 2:
+            if not self.is_admin(req):
+                return CommandReply(NOT_ADMIN, ok=False)
+            return await self._revoke(req, team, args)
         if action not in ("set", "unset") or not args:
             return CommandReply(CONFIG_HELP, ok=False)
         if not self.is_admin(req):
@@ -179,6 +190,43 @@ class ConfigCommands:
             "Settings here (each with where it comes from: default, team or channel):\n"
             + "\n".join(lines)
             + "\nAdmins change them with `/config set [team] KEY=VALUE`."
+        )
+
+    async def _grants(self, team: TeamKey, channel: str) -> CommandReply:
+        if self.approvals is None:
+            return CommandReply("Tool calls never wait for approval in this bot.")
+        grants = await self.approvals.grants(team, channel)
+        if not grants:
+            return CommandReply(
+                "Nobody here may run a tool without asking: every call that needs approval "
+                "asks the person first (`approve` setting)."
+            )
+        lines = [
+            f"• `{g.tool[:64]}` — {g.person.rsplit(':', 1)[-1]}, since "
+            + datetime.fromtimestamp(g.at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+            for g in grants[:GRANTS_SHOWN]
+        ]
+        more = f"\n… and {len(grants) - GRANTS_SHOWN} more" if len(grants) > GRANTS_SHOWN else ""
+        return CommandReply(
+            "Approved always here (admins revoke with `/config revoke TOOL [USER]`):\n"
+            + "\n".join(lines)
+            + more
+        )
+
+    async def _revoke(self, req: CommandRequest, team: TeamKey, args: list[str]) -> CommandReply:
+        if self.approvals is None:
+            return CommandReply("Tool calls never wait for approval in this bot.", ok=False)
+        tool = args[0][:64]
+        person = PersonKey(req.platform, req.team, args[1][:100]).id if len(args) > 1 else None
+        gone = await self.approvals.revoke(team, req.channel, tool, person)
+        log.info(
+            "approval_grant_revoked",
+            extra={"fields": {"team": team.id, "tool": tool, "count": gone, "by": req.user}},
+        )
+        if not gone:
+            return CommandReply(f"Nothing to revoke: no grant of `{tool}` here matched.")
+        return CommandReply(
+            f"Revoked {gone} grant(s) of `{tool}` here: calls of it ask for approval again."
         )
 
     async def _history(self, team: TeamKey, channel: str) -> CommandReply:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from bot.approvals.desk import Answer, Choice, Resume
 from bot.inbox import Handler, InboxItem
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.messages import HeardMessage, IncomingMessage, MessageRef, ReplySink
@@ -70,6 +71,22 @@ class NotifiesAdmins(Protocol):
     `AdminNotice`, given at start-up."""
 
     def set_admin_notice(self, notice: AdminNotice) -> None: ...
+
+
+@runtime_checkable
+class DecidesApprovals(Protocol):
+    """A core whose tool calls may wait for the person's approval (`bot.approvals`)."""
+
+    async def decide_approval(
+        self, person: PersonKey, choice: Choice, approval_id: str | None, session: SessionKey
+    ) -> Answer:
+        """The person's decision; `Answer.resume` set: go on with `resume_turn`."""
+
+    async def resume_turn(self, resume: Resume, sink: ReplySink) -> object:
+        """Go on with a paused turn whose calls are decided; its reply goes to `sink`."""
+
+    async def sweep_approvals(self) -> list[Resume]:
+        """Expire requests past their time; the turns to resume. Never raises."""
 
 
 @runtime_checkable

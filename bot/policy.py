@@ -22,12 +22,15 @@ Layer = Literal["default", "team", "channel"]
 REPLY_MODES = ("mention", "threads", "all")
 BOT_MODES = ("ignore", "mentions")
 MEMORY_MODES = ("on", "off")
+APPROVE_MODES = ("writes", "all", "none")  # which tool calls wait for the person (DESIGN)
+RISKS = ("read", "write")
+MAX_RISK_OVERRIDES = 50
 INSTRUCTIONS_MAX = 2000  # characters (DESIGN: `instructions`)
 
 # The keys a place's policy holds, in the order `/config show` lists them.
 KEYS = (
     "instructions", "model", "tools", "reply", "bots", "language", "memory", "budget",
-    "person_budget", "lean_model",
+    "person_budget", "lean_model", "approve", "tool_risk",
 )  # fmt: skip
 BUDGET_KEYS = ("budget", "person_budget")
 
@@ -58,6 +61,9 @@ class PlacePolicy:
     memory: bool = True
     budgets: tuple[ScopedBudget, ...] = ()
     lean_model: str = ""  # the model of lean turns (a budget at 80 %); "" = the place's model
+    approve: str = "writes"  # which tool calls wait for the person's approval (APPROVE_MODES)
+    # An admin's risk per tool (`tool_risk=NAME=read|write,...`), over the pack's or server's.
+    tool_risk: tuple[tuple[str, str], ...] = ()
     sources: Mapping[str, Layer] = field(default_factory=dict)  # key -> where it came from
 
     def source(self, key: str) -> Layer:
@@ -66,6 +72,10 @@ class PlacePolicy:
     def allows_pack(self, pack: str) -> bool:
         """Whether the tools of this installed pack may be offered here (a hard boundary)."""
         return self.tools is None or pack in self.tools
+
+    def risk_override(self, tool: str) -> str | None:
+        """The admin's risk for this tool here ("read" or "write"), or None: the declared one."""
+        return next((risk for name, risk in self.tool_risk if name == tool), None)
 
     def place_note(self) -> str:
         """What the model is told about this place after the bot's own system text: "" when
@@ -81,6 +91,7 @@ class PlacePolicy:
 
 
 DEFAULT_POLICY = PlacePolicy()
+DEFAULT_POLICY_APPROVE = DEFAULT_POLICY.approve
 
 
 class PlaceSettingsSource(Protocol):
@@ -132,12 +143,32 @@ def parse_value(key: str, raw: str, *, models: frozenset[str]) -> object:
         return value
     if key == "memory":
         return _one_of(key, value, MEMORY_MODES) == "on"
+    if key == "approve":
+        return _one_of(key, value, APPROVE_MODES)
+    if key == "tool_risk":
+        return parse_tool_risk(value)
     if key in BUDGET_KEYS:
         try:
             return parse_budget(value)
         except ValueError as exc:
             raise ValueError(f"{key}: {exc}") from None
     raise ValueError(f"unknown setting {key!r}: one of {', '.join(KEYS)}")
+
+
+def parse_tool_risk(value: str) -> tuple[tuple[str, str], ...]:
+    """`crm_search=read,crm_close=write` -> sorted (tool, risk) pairs; "" or `none` -> ()."""
+    if value in {"", "none"}:
+        return ()
+    pairs: dict[str, str] = {}
+    for part in value.split(","):
+        name, eq, risk = part.strip().partition("=")
+        name, risk = name.strip(), risk.strip().casefold()
+        if not eq or not name or risk not in RISKS or len(name) > 64:
+            raise ValueError("tool_risk: a comma list of TOOL=read or TOOL=write, or none")
+        pairs[name] = risk
+    if len(pairs) > MAX_RISK_OVERRIDES:
+        raise ValueError(f"tool_risk: at most {MAX_RISK_OVERRIDES} tools")
+    return tuple(sorted(pairs.items()))
 
 
 def _one_of(key: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -184,6 +215,7 @@ def resolve(
                 budgets.append(ScopedBudget(key, layer, values.pop(key)))  # type: ignore[arg-type]
     model = str(values.get("model", ""))
     tools = values.get("tools")
+    risks = values.get("tool_risk", ())
     return PlacePolicy(
         instructions=str(values.get("instructions", "")),
         model="" if model == default_model else model,
@@ -193,6 +225,8 @@ def resolve(
         bots=str(values.get("bots", DEFAULT_POLICY.bots)),
         language=str(values.get("language", DEFAULT_POLICY.language)),
         memory=bool(values.get("memory", True)),
+        approve=str(values.get("approve", DEFAULT_POLICY_APPROVE)),
+        tool_risk=risks if isinstance(risks, tuple) else (),
         budgets=tuple(budgets),
         sources=sources,
     )

@@ -2,8 +2,10 @@
 breaker openings, per team, never a secret.
 
 Entries (time, event, pack, who, a short detail) are kept in the cache (Redis in production,
-shared by every process; the in-process fallback forgets them on restart), the last `keep` per
-team for `ttl`, and every one is also written to the structured log, the durable trail. A
+shared by every process), or, on the embedded store, in its durable key-value table (`durable`:
+the in-process cache would forget them on restart), the last `keep` per team for `ttl`, and
+every one is also written to the structured log. `/tools audit` lists them with the approvals
+(`bot.approvals`). A
 breaker of a pack-wide provider (the weather pack's) is recorded once, under "*", and shown to
 every team that has that pack installed.
 """
@@ -15,7 +17,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.stores.protocols import Cache
+from bot.stores.protocols import Cache, JsonKV
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +48,16 @@ class AuditEntry:
 
 
 class ToolAudit:
-    def __init__(self, cache: Cache, *, keep: int = 20, ttl: float = 90 * 86400.0) -> None:
-        self.cache = cache
+    def __init__(
+        self,
+        cache: Cache,
+        *,
+        keep: int = 20,
+        ttl: float = 90 * 86400.0,
+        durable: JsonKV | None = None,
+    ) -> None:
+        self.cache = cache  # its lock orders the writes
+        self.kv: JsonKV = durable or cache  # where the entries are kept
         self.keep = keep
         self.ttl = ttl
 
@@ -65,7 +75,7 @@ class ToolAudit:
             async with self.cache.lock(f"lock:{KEY}{team}", ttl=10, wait=5):
                 entries = await self._load(team)
                 entries.append(entry)
-                await self.cache.set_json(
+                await self.kv.set_json(
                     KEY + team, [asdict(e) for e in entries[-self.keep :]], ttl=self.ttl
                 )
         except Exception as exc:  # the audit must never break an install or a tool call
@@ -84,7 +94,7 @@ class ToolAudit:
         return sorted(mine + shared, key=lambda e: e.at)[-limit:]
 
     async def _load(self, team: str) -> list[AuditEntry]:
-        raw: Any = await self.cache.get_json(KEY + team)
+        raw: Any = await self.kv.get_json(KEY + team)
         out: list[AuditEntry] = []
         for item in raw if isinstance(raw, list) else []:
             try:

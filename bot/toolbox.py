@@ -128,7 +128,7 @@ class ToolboxFactory:
             tool_http=self.tool_http,
             mcp=self.mcp,
         )
-        self.audit = ToolAudit(cache)
+        self.audit = ToolAudit(cache, durable=write_marks)  # durable on the embedded store
         self._kinds: dict[str, str] = {}  # breaker provider -> pack type, for the audit
         self._audit_tasks: set[asyncio.Task[None]] = set()
         self.breakers = BreakerBoard()

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot import tracing
+from bot.approvals.desk import ApprovalDesk, Resume, declined_record
 from bot.audience import META_AUDIENCE
 from bot.feedback import META_MODEL, ReplyRef, offer_feedback
 from bot.files.intake import FileLimits
@@ -47,6 +48,7 @@ from bot.memory.speakers import said_by, shared_place
 from bot.messages import IncomingMessage, ReplySink
 from bot.model import ModelError, ModelResponse
 from bot.policy import DEFAULT_POLICY, PlacePolicy
+from bot.stores.approvals import Approval
 from bot.stores.protocols import FactStore, StoreUnavailable
 from bot.stores.records import Fact, NewMessage, StoredMessage
 from bot.write_guard import WriteGuard
@@ -64,6 +66,10 @@ INTERNAL_ERROR_REPLY = "Sorry, something went wrong on my side. Please try again
 # `limit_exceeded` result; calls past these are left out entirely, so a response asking for
 # thousands of calls costs a bounded number of messages and tokens.
 REFUSED_CALLS_SHOWN = 3
+RESUME_LOST_REPLY = (
+    "I can't find where that conversation stopped any more, so I couldn't go on with it. "
+    "Please ask again."
+)
 STORE_DOWN_REPLY = (
     "Sorry, I can't reach my memory store right now, so I couldn't take this message in. "
     "Please send it again in a minute."
@@ -142,7 +148,7 @@ class TurnResult:
     reply: str
     outcome: (
         str  # "answer" | "max_rounds" | "replayed" | "budget" | "model_error" | "timeout"
-        # | "store_unavailable" | "error"
+        # | "store_unavailable" | "error" | "awaiting_approval"
     )
     rounds: int = 0
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
@@ -150,6 +156,7 @@ class TurnResult:
     duration_ms: float = 0.0
     needs_compression: bool = False
     user_seq: int = 0  # seq of the person's message it answered (feedback buttons point at it)
+    approvals: list[Approval] = field(default_factory=list)  # calls waiting for the person
 
 
 @dataclass
@@ -175,6 +182,14 @@ class Turn:
     named: bool = False  # several people talk here: messages say who said them
     hold: BudgetHold | None = None  # this place's budgets (bot.usage.gate); None: none apply
     builder: ContextBuilder | None = None  # set by `load`: the runner's, or the lean one
+
+
+class ShowsApprovals(Protocol):
+    """A sink that can show the person an approval request (the console: a line answered with
+    `/approve` or `/deny`); it returns the text the turn finishes with. Calls wait for approval
+    only where the sink can show one: a surface without it runs them as before."""
+
+    async def ask_approval(self, approvals: list[Approval]) -> str: ...
 
 
 class BudgetHold(Protocol):
@@ -242,6 +257,8 @@ class TurnRunner:
     ) -> None:
         self.default_model = default_model  # named on the reply's record (feedback by model)
         self.feedback = False  # replies carry feedback buttons (`bot.feedback`)
+        # Calls that wait for the person's approval (`bot.approvals`); None: every call runs.
+        self.approvals: ApprovalDesk | None = None
         self.recall = recall
         self.heard = heard
         self.model = model
@@ -262,12 +279,13 @@ class TurnRunner:
         sink: ReplySink,
         policy: PlacePolicy = DEFAULT_POLICY,
         hold: BudgetHold | None = None,
+        resume: Resume | None = None,
     ) -> TurnResult:
         """One turn for `msg` in a place whose `policy` (`bot.policy`, resolved once for this
         turn) says the instructions, model and memory use; `toolbox` holds the tools it allows;
-        `hold` the budgets that apply here."""
+        `hold` the budgets that apply here; `resume` a turn paused for approvals, now decided."""
         with tracing.span("turn", {"session": msg.session.id, "platform": msg.platform}) as current:
-            result = await self._traced(msg, toolbox, sink, policy, hold)
+            result = await self._traced(msg, toolbox, sink, policy, hold, resume)
             tracing.set_attributes(
                 current,
                 {
@@ -299,12 +317,13 @@ class TurnRunner:
         sink: ReplySink,
         policy: PlacePolicy,
         hold: BudgetHold | None = None,
+        resume: Resume | None = None,
     ) -> TurnResult:
         started = time.perf_counter()
         result = TurnResult(turn_id="t_" + uuid.uuid4().hex[:16], reply="", outcome="error")
         try:
             async with asyncio.timeout(self.turn_timeout):
-                await self._run(msg, toolbox, sink, result, policy, hold)
+                await self._run(msg, toolbox, sink, result, policy, hold, resume)
         except TimeoutError:
             result.outcome, result.reply = "timeout", TIMEOUT_REPLY
         except StoreUnavailable:
@@ -321,8 +340,9 @@ class TurnRunner:
             result.outcome, result.reply = "error", INTERNAL_ERROR_REPLY
         result.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         failed = result.outcome in {"model_error", "timeout", "error", "store_unavailable"}
-        # A budget's refusal is not an answer to rate.
-        if self.feedback and not failed and result.outcome != "budget" and result.user_seq:
+        # A budget's refusal, or a request for approval, is not an answer to rate.
+        rated = result.outcome not in {"budget", "awaiting_approval"}
+        if self.feedback and not failed and rated and result.user_seq:
             offer_feedback(sink, ReplyRef(msg.session, result.turn_id, result.user_seq))
         try:
             await sink.finish(result.reply, error=failed)
@@ -338,13 +358,20 @@ class TurnRunner:
         result: TurnResult,
         policy: PlacePolicy,
         hold: BudgetHold | None = None,
+        resume: Resume | None = None,
     ) -> None:
         """The turn's story: load what is known, recall, take in the files, record the request,
-        then model rounds (with tool rounds between them) until an answer is recorded."""
+        then model rounds (with tool rounds between them) until an answer is recorded, or a
+        call waits for the person's approval (the turn resumes from there once decided)."""
         await sink.working()
-        turn = await self.load(msg, toolbox, sink, result, policy)
+        turn = await self.load(msg, toolbox, sink, result, policy, resume)
         if turn is None:  # answered before (a re-delivery): the stored reply is sent again
             return
+        if resume is not None:
+            if turn.prior is None:
+                result.outcome, result.reply = "error", RESUME_LOST_REPLY
+                return
+            await self.settle_approvals(turn, resume)
         turn.hold = hold
         turn.builder = self.lean_builder if hold is not None and hold.lean else self.builder
         await self.prepare_tools(turn)
@@ -361,6 +388,8 @@ class TurnRunner:
                 break
             if response.tool_calls and not final_round:
                 await self.tool_round(turn, ex, response)
+                if result.outcome == "awaiting_approval":
+                    break
                 continue
             await self.finish(turn, ex, response, final_round=final_round)
             break
@@ -372,6 +401,7 @@ class TurnRunner:
         sink: ReplySink,
         result: TurnResult,
         policy: PlacePolicy = DEFAULT_POLICY,
+        resume: Resume | None = None,
     ) -> Turn | None:
         """Step 1: the session and the person's facts (none where the place's memory is off),
         and whether this message reached a turn before (bot.memory.resume). None when that turn
@@ -384,7 +414,9 @@ class TurnRunner:
             facts_for(self.facts, msg.person, msg.audience) if policy.memory else _no_facts(),
         )
         history = list(hot.tail)
-        prior = find_prior_turn(history, msg.message_id, msg.person.id)
+        prior = find_prior_turn(
+            history, msg.message_id, msg.person.id, turn_id=resume.turn_id if resume else ""
+        )
         if prior is not None:
             result.turn_id = prior.turn_id
             if prior.reply is not None:
@@ -501,20 +533,85 @@ class TurnRunner:
         notes = turn.toolbox.notes()  # installed tools left out this turn (their server is down)
         if notes:
             current.append({"role": "system", "content": "\n".join(notes)})
-        ctx = ToolContext(
+        ctx = self._tool_context(turn, stored_user.seq)
+        # Shared files are untrusted content from the start (bot.write_guard).
+        guard = WriteGuard(msg.text, tainted=files is not None or bool(resumed))
+        return Exchange(view=view, current=current, ctx=ctx, guard=guard)
+
+    @staticmethod
+    def _tool_context(turn: Turn, user_seq: int) -> ToolContext:
+        """Who the tools act for: the same for a turn resumed after an approval, so a write's
+        idempotency key is the pending call's."""
+        msg = turn.msg
+        return ToolContext(
             session_id=msg.session.id,
             speaker_id=msg.person.id,
             team_id=msg.session.team_key.id,
             turn_id=turn.result.turn_id,
             speaker_name=msg.user_name,
             message_id=msg.message_id,
-            message_ref=f"{msg.session.id}#{stored_user.seq}",
+            message_ref=f"{msg.session.id}#{user_seq}",
             audience=msg.audience.id,
             said_at=msg.sent_at,
         )
-        # Shared files are untrusted content from the start (bot.write_guard).
-        guard = WriteGuard(msg.text, tainted=files is not None or bool(resumed))
-        return Exchange(view=view, current=current, ctx=ctx, guard=guard)
+
+    async def settle_approvals(self, turn: Turn, resume: Resume) -> None:
+        """Step 1b (a resumed turn): the decided calls settled, each result tied to its call
+        id and stored: an approved call runs now (once: a result already stored is not run
+        again, and the executor replays a write by its idempotency key), a denied or expired
+        one gets a result saying it was declined. The model then sees them as a completed
+        round."""
+        assert turn.prior is not None
+        prior = turn.prior
+        have = {m.tool_call_id for m in prior.rounds if m.role == "tool"}
+        ctx = self._tool_context(turn, prior.user.seq)
+        done = sum(1 for m in prior.rounds if m.role == "tool")
+        records: list[ToolCallRecord] = []
+        settled: list[tuple[Approval, str]] = []
+        for approval in resume.decided:
+            if approval.call_id in have:
+                settled.append((approval, "ok" if approval.status == "approved" else "declined"))
+                continue
+            if approval.status == "approved":
+                call = ToolCallRequest(approval.call_id, approval.tool, approval.arguments)
+                (record,) = await turn.toolbox.run([call], ctx, prior_calls=done)
+                settled.append((approval, record.outcome))
+            else:
+                record = declined_record(approval)
+                settled.append((approval, approval.status))
+            records.append(record)
+        turn.result.tool_calls.extend(records)
+        await self._store_results(turn, ctx, records)
+        if self.approvals is not None:
+            for approval, outcome in settled:
+                await self.approvals.settled(approval, outcome)
+        turn.prior = find_prior_turn(
+            turn.hot.tail, turn.msg.message_id, turn.msg.person.id, turn_id=prior.turn_id
+        )
+
+    async def _store_results(
+        self, turn: Turn, ctx: ToolContext, records: list[ToolCallRecord]
+    ) -> None:
+        tool_msgs = [
+            NewMessage(
+                role="tool",
+                content=r.content,
+                speaker=ctx.speaker_id,
+                turn_id=ctx.turn_id,
+                name=r.name,
+                tool_call_id=r.tool_call_id,
+                from_tool=True,
+                meta={
+                    "call_id": r.call_id,
+                    "outcome": r.outcome,
+                    META_AUDIENCE: ctx.audience,
+                    **off_meta(turn.policy.memory),
+                },
+            )
+            for r in records
+        ]
+        if tool_msgs:
+            await self.memory.append(turn.msg.session, turn.hot, tool_msgs)
 
     async def model_round(
         self, turn: Turn, ex: Exchange, round_no: int, *, final_round: bool
@@ -653,11 +750,16 @@ class TurnRunner:
         current.append(
             {"role": "assistant", "content": response.content or None, "tool_calls": call_dicts}
         )
+        # The write guard first: a write asked for by injected text is refused before any
+        # approval is shown; then the calls that wait for the person are set aside.
         blocked = {c.id for c in calls if guard.blocks(c, toolbox.registry)}
-        allowed = [c for c in calls if c.id not in blocked]
+        waiting = await self._waiting(turn, ctx, [c for c in calls if c.id not in blocked])
+        allowed = [c for c in calls if c.id not in blocked and c.id not in waiting]
         started_ns = tracing.now_ns()
         ran = iter(await toolbox.run(allowed, ctx, prior_calls=prior))
-        records = [guard.refusal(c) if c.id in blocked else next(ran) for c in calls]
+        records = [
+            guard.refusal(c) if c.id in blocked else next(ran) for c in calls if c.id not in waiting
+        ]
         if blocked:
             log.warning(
                 "write_tool_not_asked",
@@ -682,24 +784,35 @@ class TurnRunner:
                 },
             )
         result.tool_calls.extend(records)
-        tool_msgs = [
-            NewMessage(
-                role="tool",
-                content=r.content,
-                speaker=ctx.speaker_id,
-                turn_id=ctx.turn_id,
-                name=r.name,
-                tool_call_id=r.tool_call_id,
-                from_tool=True,
-                meta={
-                    "call_id": r.call_id,
-                    "outcome": r.outcome,
-                    META_AUDIENCE: ctx.audience,
-                    **off_meta(turn.policy.memory),
-                },
-            )
-            for r in records
-        ]
-        await self.memory.append(session, hot, tool_msgs)
+        await self._store_results(turn, ctx, records)
         for r in records:
             current.append({"role": "tool", "tool_call_id": r.tool_call_id, "content": r.content})
+        if waiting:
+            await self._pause(turn, ctx, [c for c in calls if c.id in waiting])
+
+    async def _waiting(
+        self, turn: Turn, ctx: ToolContext, calls: list[ToolCallRequest]
+    ) -> set[str]:
+        """The ids of the calls that wait for the person's approval (none without a desk, or
+        where the sink cannot show a request)."""
+        if self.approvals is None or not callable(getattr(turn.sink, "ask_approval", None)):
+            return set()
+        out: set[str] = set()
+        for c in calls:
+            tool = turn.toolbox.registry.get(c.name)
+            if tool is not None and await self.approvals.waits(
+                tool, turn.policy, ctx, turn.msg.channel
+            ):
+                out.add(c.id)
+        return out
+
+    async def _pause(self, turn: Turn, ctx: ToolContext, calls: list[ToolCallRequest]) -> None:
+        """Step 7b: the turn stops here; each waiting call is stored as a pending approval,
+        and the person is shown the request (the sink's way, or as the reply)."""
+        assert self.approvals is not None
+        opened = [await self.approvals.open(turn.msg, ctx, c) for c in calls]
+        result = turn.result
+        result.approvals = opened
+        result.outcome = "awaiting_approval"
+        sink: ShowsApprovals = turn.sink  # type: ignore[assignment]  # checked by `_waiting`
+        result.reply = await sink.ask_approval(opened)

@@ -40,14 +40,17 @@ class PriorTurn:
 
 
 def find_prior_turn(
-    tail: list[StoredMessage], message_id: str | None, speaker: str
+    tail: list[StoredMessage], message_id: str | None, speaker: str, *, turn_id: str = ""
 ) -> PriorTurn | None:
-    """The stored turn of this platform message by this speaker, if the tail holds one."""
-    if not message_id:
+    """The stored turn of this platform message by this speaker, if the tail holds one; with
+    `turn_id` (a turn paused for an approval, `bot.approvals.desk`), that turn."""
+    if not message_id and not turn_id:
         return None
     for i in range(len(tail) - 1, -1, -1):
         m = tail[i]
-        if m.role != "user" or m.meta.get("message_id") != message_id or m.speaker != speaker:
+        if m.role != "user" or m.speaker != speaker:
+            continue
+        if m.turn_id != turn_id if turn_id else m.meta.get("message_id") != message_id:
             continue
         after = [x for x in tail[i + 1 :] if x.turn_id == m.turn_id]
         reply = next((x.content for x in after if x.role == "assistant" and not x.tool_calls), None)

@@ -70,8 +70,10 @@ async def test_members_are_refused_and_bad_values_change_nothing(make_app: Any) 
     unclosed = await config(app, 'set instructions="never closed')
     assert not unclosed.ok and "unclosed quote" in unclosed.text
     assert not (await config(app, "frobnicate")).ok
-    later = await config(app, "set approve=none")  # issue 22's key: not offered yet
-    assert not later.ok and "unknown setting" in later.text
+    approve = await config(app, "set approve=sometimes")
+    assert not approve.ok and "approve: one of writes, all, none" in approve.text
+    risk = await config(app, "set tool_risk=crm_close=maybe")
+    assert not risk.ok and "TOOL=read or TOOL=write" in risk.text
     budget = await config(app, "set budget=$5/year")
     assert not budget.ok and "day, week or month" in budget.text
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.app import BotApp
 from bot.messages import Attachment
+from bot.policy import DEFAULT_POLICY, PlacePolicy
 from bot.toolbox import Toolbox
 from bot.write_guard import WriteGuard
 from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
@@ -42,11 +43,18 @@ class Shop:
         self.registry = ToolRegistry([get_order, cancel_order])
 
 
-async def run(app: BotApp, shop: Shop, text_: str, **extra: Any) -> CollectingSink:
+# The guard is what these tests are about: writes run without waiting for an approval here
+# (`approve=none`), except where a test says otherwise (tests/approvals cover the approvals).
+NO_APPROVALS = PlacePolicy(approve="none")
+
+
+async def run(
+    app: BotApp, shop: Shop, text_: str, policy: PlacePolicy = NO_APPROVALS, **extra: Any
+) -> CollectingSink:
     sink = CollectingSink()
     box = Toolbox(shop.registry, app.toolboxes.executor)
     msg = replace(message(text_), **extra)
-    await app.runner.run(msg, box, sink)
+    await app.runner.run(msg, box, sink, policy)
     return sink
 
 
@@ -64,11 +72,14 @@ async def test_an_injected_write_after_a_tool_result_is_not_run(
         tool_calls([("cancel_order", {"order_id": "W1"})]),  # the injection "worked"
         text("Your order W1 has shipped."),
     )
-    sink = await run(app, shop, "What's the status of my order W1?")
+    # Approvals on (the default): the injected write is refused before any approval is shown.
+    sink = await run(app, shop, "What's the status of my order W1?", DEFAULT_POLICY)
     assert sink.final == "Your order W1 has shipped."
     assert shop.cancelled == []
     [refused] = tool_results(fake_openai, 2)[1:]
     assert refused["ok"] is False and refused["error"]["type"] == "not_asked_by_person"
+    assert app.approvals is not None
+    assert await app.approvals.store.recent(message("x").session.team_key) == []
 
 
 async def test_a_write_the_person_asked_for_runs_after_a_read(
