@@ -81,6 +81,11 @@ class Delivery:
         """True when an earlier attempt may have started (taken over or handed back)."""
         return self.entry.tries > 1
 
+    @property
+    def admission(self) -> EntryAdmission:
+        """The rate-limit admission of this entry (kept in its notes across attempts)."""
+        return EntryAdmission(self)
+
     async def note(self, **values: Any) -> None:
         """Record progress with the entry (best effort: a failure only weakens a re-run)."""
         self.entry.notes.update(values)
@@ -90,6 +95,25 @@ class Delivery:
             await self._note(self.entry, values)
         except Exception as exc:
             log.warning("inbox_note_failed", extra={"fields": {"error": type(exc).__name__}})
+
+
+ADMITTED_NOTE = "admitted"
+
+
+@dataclass(frozen=True)
+class EntryAdmission:
+    """`bot.messages.Admission` in an entry's notes: the first attempt that is admitted notes
+    it, and a re-run (taken over, handed back) finds it and is not counted again."""
+
+    delivery: Delivery
+
+    @property
+    def admitted(self) -> bool:
+        return bool(self.delivery.entry.notes.get(ADMITTED_NOTE))
+
+    async def record(self) -> None:
+        if self.delivery.durable:  # an in-process run is never re-run: nothing to remember
+            await self.delivery.note(**{ADMITTED_NOTE: True})
 
 
 class RetryLater(Exception):
