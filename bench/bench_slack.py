@@ -200,15 +200,17 @@ def _free_port() -> int:
 class Replica:
     """One `bot slack` process of the bench (its output goes to a file, shown if it dies)."""
 
-    def __init__(self, index: int, env: dict[str, str], workdir: Path) -> None:
+    def __init__(self, index: int, env: dict[str, str], workdir: Path, workers: int = 1) -> None:
         self.port = _free_port()
+        self.workers = workers
         self.log = workdir / f"bot{index}.log"
+        extra = ["--workers", str(workers)] if workers > 1 else []
         prefix = (
             [sys.executable, os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
         )
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [*prefix, str(BOT), "slack"],
+                [*prefix, str(BOT), "slack", *extra],
                 cwd=workdir,
                 env={**env, "BOT_HTTP_PORT": str(self.port)},
                 stdin=subprocess.DEVNULL,
@@ -224,6 +226,17 @@ class Replica:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def pids(self) -> list[int]:
+        """The process, and with --workers its workers (their CPU is the bot's too)."""
+        return [self.pid, *_children_of(self.pid)]
+
+    def entries_lost(self) -> int:
+        """`inbox_entry_lost` lines in its log (every worker's; a warning, so logged here)."""
+        with contextlib.suppress(OSError):
+            return self.log.read_text(errors="replace").count('"event": "inbox_entry_lost"')
+        return 0
+
     async def wait_ready(self, http: aiohttp.ClientSession, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
         while True:
@@ -232,9 +245,31 @@ class Replica:
                 raise SystemExit(f"bot replica on port {self.port} did not start:\n{tail}")
             with contextlib.suppress(aiohttp.ClientError):
                 async with http.get(f"{self.url}/healthz") as resp:
-                    if resp.status == 200:
+                    if resp.status == 200 and _listening(self.port) >= self.workers:
                         return
             await asyncio.sleep(0.2)
+
+
+def _children_of(pid: int) -> list[int]:
+    """Pids whose parent is `pid` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+def _listening(port: int) -> int:
+    """Sockets listening on `port` (each worker sharing it with SO_REUSEPORT has its own)."""
+    count = 0
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                count += 1
+    return count
 
 
 def _bot_env(api_url: str, openai_url: str, token: str) -> dict[str, str]:
@@ -446,8 +481,8 @@ def _store(args: argparse.Namespace) -> str:
 
 
 async def drive(args: argparse.Namespace) -> dict[str, Any]:
-    if args.core == "sleep" and args.replicas != 1:
-        raise SystemExit("--core sleep runs one process: use --replicas 1")
+    if args.core == "sleep" and (args.replicas != 1 or args.workers != 1):
+        raise SystemExit("--core sleep runs one process: use --replicas 1 --workers 1")
     if args.core == "real" and not BOT.exists():
         raise SystemExit(f"no `bot` console script beside {sys.executable}: run the venv's python")
     fakes, (api_url, openai_url, bot_token) = _spawn(
@@ -456,6 +491,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-slack-"))
     stack = contextlib.ExitStack()
     bots: list[subprocess.Popen[Any]] = []
+    replicas: list[Replica] = []
     store_pids: list[int] = []
     try:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
@@ -476,14 +512,16 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
                     store_pids = stack.enter_context(
                         _shared_stores(env, _store(args), args.mongodb_uri)
                     )
-                replicas = [Replica(i, env, workdir) for i in range(args.replicas)]
+                replicas = [Replica(i, env, workdir, args.workers) for i in range(args.replicas)]
                 bots.extend(r.proc for r in replicas)
                 await asyncio.gather(*(r.wait_ready(http) for r in replicas))
                 urls = [r.url for r in replicas]
-            pids = [b.pid for b in bots]
-            return await _measure(
+            pids = [p for r in replicas for p in r.pids] if replicas else [b.pid for b in bots]
+            result = await _measure(
                 args, http, urls, pids, (api_url, openai_url), fakes.pid, store_pids
             )
+            result["entries_lost"] = sum(r.entries_lost() for r in replicas)
+            return result
     finally:
         for proc in (*bots, fakes):
             with contextlib.suppress(ProcessLookupError):
@@ -741,7 +779,9 @@ def _figures(args: argparse.Namespace, r: dict[str, Any]) -> list[dict[str, Any]
     where = (
         "sleep core"
         if args.core == "sleep"
-        else f"{args.replicas} replica{'s' if args.replicas != 1 else ''}, {_store(args)} store"
+        else f"{args.replicas} replica{'s' if args.replicas != 1 else ''}"
+        + (f" of {args.workers} workers" if args.workers > 1 else "")
+        + f", {_store(args)} store"
     ) + "".join(f", {pair}" for pair in args.bot_env)
     answered = r["events"] - r["lost"] - r["duplicated"]
     cpu_per = r["bot_cpu"] / answered * ms if answered else float("nan")
@@ -826,6 +866,13 @@ def _figures(args: argparse.Namespace, r: dict[str, Any]) -> list[dict[str, Any]
             "mentions",
             r["lost"] == 0 and r["duplicated"] == 0,
         ),
+        figure(
+            "inbox entries lost (taken over while still running)",
+            "0",
+            r.get("entries_lost", 0),
+            "entries",
+            r.get("entries_lost", 0) == 0,
+        ),
         figure("bot peak RSS, largest process", NO_TARGET, r["peak"], "MiB", None),
         figure(
             "machine speed: bench.speed reference workload, after the run",
@@ -847,13 +894,13 @@ def _report(args: argparse.Namespace, r: dict[str, Any]) -> None:
     where = (
         "core=sleep"
         if args.core == "sleep"
-        else f"core=real, replicas={args.replicas} ({_store(args)} store)"
+        else f"core=real, replicas={args.replicas}, workers={args.workers} ({_store(args)} store)"
     ) + "".join(f", {pair}" for pair in args.bot_env)
     answered = r["events"] - r["lost"] - r["duplicated"]
     print(
         f"Slack adapter bench: mode={args.mode}, {where}, "
         f"N={r['events']} mentions (+{r['retried']} retries"
-        f"{', each to another replica' if r['processes'] > 1 else ''}), "
+        f"{', each to another replica' if args.replicas > 1 else ''}), "
         f"{args.concurrency} concurrent, model {args.model_latency * ms:.0f} ms"
     )
     print(
@@ -916,7 +963,8 @@ def _report(args: argparse.Namespace, r: dict[str, Any]) -> None:
     )
     print(
         f"  answered once         {answered}/{r['events']}   "
-        f"lost {r['lost']}   answered twice {r['duplicated']}"
+        f"lost {r['lost']}   answered twice {r['duplicated']}   "
+        f"inbox entries lost {r.get('entries_lost', 0)} (taken over while still running)"
     )
     ok = r["lost"] == 0 and r["duplicated"] == 0 and _pct(acks, 0.99) * ms < ACK_P99_MS
     print(f"  target (ack p99 < 50 ms, none lost or doubled): {'MET' if ok else 'NOT MET'}")
@@ -931,6 +979,12 @@ def main() -> None:
     parser.add_argument("--model-latency", type=float, default=0.2)
     parser.add_argument("--core", choices=("real", "sleep"), default="real")
     parser.add_argument("--replicas", type=int, default=1, help="bot slack processes")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="each replica is `bot slack --workers N` (N processes sharing its port)",
+    )
     parser.add_argument(
         "--store",
         choices=("auto", "embedded", "shared", "sqlite+redis"),
@@ -972,8 +1026,8 @@ def main() -> None:
     elif args.role == "bot":
         asyncio.run(run_bot(args))
     else:
-        if args.replicas < 1:
-            parser.error("--replicas must be at least 1")
+        if args.replicas < 1 or args.workers < 1:
+            parser.error("--replicas and --workers must be at least 1")
         os.environ.setdefault("PYTHONUNBUFFERED", "1")
         result = asyncio.run(drive(args))
         _report(args, result)
