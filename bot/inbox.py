@@ -168,7 +168,8 @@ class LeaseKeeper:
                         )
                         continue
                     for entry_id in lost:
-                        entry_lost(kind, entry_id)
+                        if entry_id in self._held:  # not finished meanwhile (done, handed back)
+                            entry_lost(kind, entry_id)
         finally:
             with contextlib.suppress(Exception):
                 self._renewer.close()
@@ -334,7 +335,8 @@ class InboxWorker:
                 log.warning("inbox_renew_failed", extra={"fields": {"error": type(exc).__name__}})
                 continue
             for entry_id in lost:  # taken over while this worker still runs it (a long stall)
-                entry_lost(kind, entry_id)
+                if entry_id in self._held:  # not finished meanwhile (done, handed back)
+                    entry_lost(kind, entry_id)
 
     async def _stats(self, kind: str) -> None:
         assert self.inbox is not None
@@ -390,6 +392,7 @@ class InboxWorker:
                         self._done_here[entry.item.session] = entry.seq
         except asyncio.CancelledError:
             if durable:
+                self._held.pop(entry.id, None)
                 await self._hand_back(kind, [entry])
             raise
         finally:
@@ -442,6 +445,8 @@ class InboxWorker:
 
     async def _done(self, entry: InboxEntry) -> None:
         assert self.inbox is not None
+        # Out of the renewed set first: a renewal that finds the row gone is then not a loss.
+        self._held.pop(entry.id, None)
         for attempt in range(5):
             try:
                 await self.inbox.done(entry)
