@@ -71,10 +71,21 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
 class Supervisor:
     """Runs `argv` in `count` worker processes until SIGTERM/SIGINT (see the module doc)."""
 
-    def __init__(self, argv: Sequence[str], count: int, *, grace: float) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        count: int,
+        *,
+        grace: float,
+        first_pause: float = FIRST_PAUSE,
+        stable_after: float = STABLE_AFTER,
+    ) -> None:
         self.argv = list(argv)
         self.count = count
         self.grace = grace  # how long a worker may drain before it is killed
+        self.first_pause = first_pause
+        self.stable_after = stable_after
+        self.starts = 0  # workers started, restarts included
         self.outcome = EXIT_CLEAN
         self._stop = asyncio.Event()
         self._procs: dict[int, asyncio.subprocess.Process] = {}
@@ -91,13 +102,17 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop.set)
         log.info("workers_starting", extra={"fields": {"workers": self.count}})
-        await asyncio.gather(*(self._slot(slot) for slot in range(1, self.count + 1)))
+        try:
+            await asyncio.gather(*(self._slot(slot) for slot in range(1, self.count + 1)))
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
         log.info("workers_stopped", extra={"fields": {"exit_code": self.outcome}})
         return self.outcome
 
     async def _slot(self, slot: int) -> None:
         """One worker: started, restarted when it dies, stopped with the others."""
-        pause, quick_deaths = FIRST_PAUSE, 0
+        pause, quick_deaths = self.first_pause, 0
         while not self._stop.is_set():
             proc = await asyncio.create_subprocess_exec(
                 *self.argv,
@@ -106,6 +121,7 @@ class Supervisor:
                 preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
             self._procs[slot] = proc
+            self.starts += 1
             started = time.monotonic()
             log.info("worker_started", extra={"fields": {"worker": slot, "pid": proc.pid}})
             stopping = asyncio.ensure_future(self._stop.wait())
@@ -124,8 +140,8 @@ class Supervisor:
             if code == EXIT_CONFIG:  # bad settings: every restart would end the same way
                 self._fail(EXIT_CONFIG)
                 return
-            if ran >= STABLE_AFTER:
-                pause, quick_deaths = FIRST_PAUSE, 0
+            if ran >= self.stable_after:
+                pause, quick_deaths = self.first_pause, 0
             quick_deaths += 1
             if quick_deaths >= GIVE_UP_AFTER:
                 log.error("workers_gave_up", extra={"fields": {"worker": slot}})
