@@ -1,7 +1,8 @@
-"""`bot slack --workers 2` on the embedded store (one BOT_DATA_DIR): two worker processes share
-the port and the inbox. Every mention is answered exactly once with each thread's replies in the
-order of its messages; a worker killed with -9 while it holds turns loses none (the other worker,
-or its restarted self, takes its entries over); SIGTERM drains both and exits 0.
+"""`bot slack --workers 2`: two worker processes share the port and the inbox (the embedded
+store's under one BOT_DATA_DIR; and the Redis Streams one with MongoDB). Every mention is
+answered exactly once with each thread's replies in the order of its messages; a worker killed
+with -9 while it holds turns loses none (the other worker, or its restarted self, takes its
+entries over); SIGTERM drains both and exits 0.
 
 Oracles: the replies at the fake Slack (one per message, naming it, in order per thread) and the
 supervisor's own log lines (which worker pids it started).
@@ -14,6 +15,7 @@ import signal
 from typing import Any
 
 import aiohttp
+import pytest
 
 from tests.scale.cluster import BotProcess, Cluster, Sent
 from tests.scale.conftest import MakeCluster
@@ -74,11 +76,13 @@ def _assert_once_in_order(cluster: Cluster, threads: list[list[Sent]]) -> None:
         assert not any(m.stream_open for m in replies)
 
 
+@pytest.mark.parametrize("backend", ["embedded", "shared"])
 async def test_two_workers_answer_every_message_once_in_thread_order(
-    make_cluster: MakeCluster,
+    make_cluster: MakeCluster, backend: str
 ) -> None:
+    """`embedded`: SQLite under one data dir; `shared`: MongoDB + the Redis Streams inbox."""
     brain = ScaleBrain(answer_delay=0.05)
-    cluster = await make_cluster("embedded", brain=brain)
+    cluster = await make_cluster(backend, brain=brain)
     await cluster.http.close()
     _fresh_connections(cluster)
     [bot] = await cluster.start("pair", args=("--workers", "2"))
