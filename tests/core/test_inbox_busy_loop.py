@@ -121,3 +121,36 @@ async def test_a_busy_loop_keeps_the_leases_of_its_running_turns(
     assert runs == [1]
     assert result == [[]], f"the other replica took the running entry (tries {result})"
     assert metrics.INBOX_ENTRY_LOST.labels(KIND)._value.get() == lost_before
+
+
+async def test_an_entry_taken_over_while_it_runs_is_counted_in_metrics(tmp_path: Path) -> None:
+    """The other side: when an entry is taken over anyway (here: its row handed to another
+    consumer behind this worker's back), the renewal says so and /metrics counts it."""
+    store = await SqliteStore.open(tmp_path / "bot.db")
+    inbox = await SqliteInbox.open(store.worker, claim_after=CLAIM)
+    running, release = asyncio.Event(), asyncio.Event()
+
+    async def handler(delivery: Delivery) -> None:
+        running.set()
+        await release.wait()
+
+    worker = InboxWorker(inbox, first_delivery=never_seen, claim_after=CLAIM)
+    worker.serve(KIND, handler)
+    series = f'bot_inbox_entry_lost_total{{kind="{KIND}"}}'
+
+    def lost() -> float:
+        for line in metrics.render()[0].decode().splitlines():
+            if line.startswith(series):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    before = lost()
+    try:
+        assert await worker.put(InboxItem(KIND, "s1", {"n": 1}))
+        await asyncio.wait_for(running.wait(), 10)
+        await store.worker.call(lambda conn: conn.execute("UPDATE inbox SET owner = 'thief'"))
+        await until(lambda: lost() == before + 1, timeout=10, what="the loss on /metrics")
+    finally:
+        release.set()
+        await worker.stop(1.0)
+        await store.close()
