@@ -188,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(run_audit(settings, args.user, args.text))
         platform = next((p for p in _platforms() if p.name == args.command), None)
         if platform is not None:
-            workers = _workers(args, settings)
+            workers = _workers(platform, args, settings)
             if workers > 1:
                 return _supervise(platform, settings, workers)
             return eventloop.run(_platform(platform, settings), settings.bot_event_loop)
@@ -276,11 +276,14 @@ async def _doctor(settings: Settings) -> int:
     return 0 if ok else 1
 
 
-def _workers(args: argparse.Namespace, settings: Settings) -> int:
-    """How many worker processes `bot <platform>` runs (1 inside a supervised worker)."""
+def _workers(platform: PlatformTraits, args: argparse.Namespace, settings: Settings) -> int:
+    """How many worker processes `bot <platform>` runs: 1 inside a supervised worker, and for
+    a platform whose start-up cannot run workers (BOT_WORKERS is not its setting)."""
     from bot.workers import parse_workers, worker_id
 
     if worker_id() is not None:
+        return 1
+    if not hasattr(importlib.import_module(platform.main_module), "check_workers"):
         return 1
     return parse_workers(getattr(args, "workers", None) or settings.bot_workers)
 
@@ -291,9 +294,7 @@ def _supervise(platform: PlatformTraits, settings: Settings, workers: int) -> in
     from bot.workers import supervise
 
     module = importlib.import_module(platform.main_module)
-    check: Callable[[Settings, int], float] | None = getattr(module, "check_workers", None)
-    if check is None:
-        raise ConfigError(f"bot {platform.name} runs one process: unset BOT_WORKERS")
+    check: Callable[[Settings, int], float] = module.check_workers
     grace = check(settings, workers)
     argv = [sys.executable, "-m", "bot", platform.name]
     level = settings.bot_log_level or "INFO"

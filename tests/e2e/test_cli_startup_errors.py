@@ -107,3 +107,10 @@ def test_slack_workers_whose_port_is_taken_stop_with_exit_2(tmp_path: Path) -> N
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+
+
+def test_bot_workers_is_not_discords_setting(tmp_path: Path) -> None:
+    """BOT_WORKERS (in a .env shared with `bot slack`) leaves `bot discord` one process: it
+    starts as ever, here up to its own one-line refusal of a missing token."""
+    done = _run(["discord"], tmp_path, BOT_WORKERS="2")
+    _one_line(done, "DISCORD_TOKEN")
