@@ -164,6 +164,8 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
     people = [fake.add_user(f"user{i}") for i in range(min(places, args.concurrency))]
     data = tempfile.mkdtemp(prefix="bench-discord-")
     env = {**os.environ, "BOT_LOG_LEVEL": "WARNING"}
+    log_path = Path(data) / "bot.log"  # its warnings, counted below (inbox_entry_lost)
+    log_file = log_path.open("wb")
     child = await asyncio.create_subprocess_exec(
         *[
             sys.executable,
@@ -180,6 +182,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
         ],
         env=env,
         cwd=data,
+        stderr=log_file,
     )
     try:
         await fake.wait_for(lambda: fake.connected == 1 and fake.commands != {}, timeout=60)
@@ -243,6 +246,9 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
             child.kill()
         await fake.close()
         openai.stop()
+        log_file.close()
+    log_text = log_path.read_text(errors="replace")
+    print(f"  bot log: {log_path}", file=sys.stderr)
 
     replies: dict[str, list[dict[str, Any]]] = {}
     for message in fake.messages.values():
@@ -288,6 +294,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
         "mean_reply_count": round(statistics.fmean(counts), 3) if counts else 0,
         "model_requests_per_mention": round(len(openai.requests) / args.n, 2),
         "speed_reference_ms": [round(speed_before, 1), round(speed_after, 1)],
+        "inbox_entries_lost": log_text.count('"event": "inbox_entry_lost"'),
     }
     return result
 
@@ -309,6 +316,13 @@ def figures(result: dict[str, Any]) -> list[Any]:
             "machine speed: bench.speed reference workload, after the run",
             result["speed_reference_ms"][1],
             "ms CPU",
+        ),
+        Figure(
+            "inbox entries lost (taken over while still running)",
+            "0",
+            str(result["inbox_entries_lost"]),
+            "",
+            result["inbox_entries_lost"] == 0,
         ),
     ]
 
@@ -345,7 +359,8 @@ def _report(result: dict[str, Any]) -> None:
     )
     print(
         f"  answered once       {result['answered_exactly_once']}/{result['n']} "
-        f"(unanswered {result['unanswered']}, duplicated {result['duplicates']})"
+        f"(unanswered {result['unanswered']}, duplicated {result['duplicates']}, "
+        f"inbox entries lost {result['inbox_entries_lost']})"
     )
 
 

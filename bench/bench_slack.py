@@ -207,16 +207,23 @@ class Replica:
     """One `bot slack` process of the bench (its output goes to a file, shown if it dies)."""
 
     def __init__(
-        self, index: int, env: dict[str, str], workdir: Path, command: list[str] | None = None
+        self,
+        index: int,
+        env: dict[str, str],
+        workdir: Path,
+        command: list[str] | None = None,
+        workers: int = 1,
     ) -> None:
         self.port = _free_port()
+        self.workers = workers
         self.log = workdir / f"bot{index}.log"
+        extra = ["--workers", str(workers)] if workers > 1 else []
         prefix = (
             [sys.executable, os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
         )
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [*prefix, *(command or [str(BOT), "slack"])],
+                [*prefix, *(command or [str(BOT), "slack"]), *extra],
                 cwd=workdir,
                 env={**env, "BOT_HTTP_PORT": str(self.port)},
                 stdin=subprocess.DEVNULL,
@@ -232,6 +239,17 @@ class Replica:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def pids(self) -> list[int]:
+        """The process, and with --workers its workers (their CPU is the bot's too)."""
+        return [self.pid, *_children_of(self.pid)]
+
+    def entries_lost(self) -> int:
+        """`inbox_entry_lost` lines in its log (every worker's; a warning, so logged here)."""
+        with contextlib.suppress(OSError):
+            return self.log.read_text(errors="replace").count('"event": "inbox_entry_lost"')
+        return 0
+
     async def wait_ready(self, http: aiohttp.ClientSession, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
         while True:
@@ -240,9 +258,31 @@ class Replica:
                 raise SystemExit(f"bot replica on port {self.port} did not start:\n{tail}")
             with contextlib.suppress(aiohttp.ClientError):
                 async with http.get(f"{self.url}/healthz") as resp:
-                    if resp.status == 200:
+                    if resp.status == 200 and _listening(self.port) >= self.workers:
                         return
             await asyncio.sleep(0.2)
+
+
+def _children_of(pid: int) -> list[int]:
+    """Pids whose parent is `pid` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+def _listening(port: int) -> int:
+    """Sockets listening on `port` (each worker sharing it with SO_REUSEPORT has its own)."""
+    count = 0
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                count += 1
+    return count
 
 
 def _bot_env(api_url: str, openai_url: str, token: str) -> dict[str, str]:
@@ -462,8 +502,8 @@ def _store(args: argparse.Namespace) -> str:
 
 
 async def drive(args: argparse.Namespace) -> dict[str, Any]:
-    if args.core == "sleep" and args.replicas != 1:
-        raise SystemExit("--core sleep runs one process: use --replicas 1")
+    if args.core == "sleep" and (args.replicas != 1 or args.workers != 1):
+        raise SystemExit("--core sleep runs one process: use --replicas 1 --workers 1")
     if args.core == "real" and not BOT.exists():
         raise SystemExit(f"no `bot` console script beside {sys.executable}: run the venv's python")
     fakes, (api_url, openai_url, bot_token) = _spawn(
@@ -472,6 +512,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-slack-"))
     stack = contextlib.ExitStack()
     bots: list[subprocess.Popen[Any]] = []
+    replicas: list[Replica] = []
     store_pids: list[int] = []
     try:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
@@ -493,14 +534,18 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
                         _shared_stores(env, _store(args), args.mongodb_uri)
                     )
                 command = _bot_command(args)
-                replicas = [Replica(i, env, workdir, command) for i in range(args.replicas)]
+                replicas = [
+                    Replica(i, env, workdir, command, args.workers) for i in range(args.replicas)
+                ]
                 bots.extend(r.proc for r in replicas)
                 await asyncio.gather(*(r.wait_ready(http) for r in replicas))
                 urls = [r.url for r in replicas]
-            pids = [b.pid for b in bots]
-            return await _measure(
+            pids = [p for r in replicas for p in r.pids] if replicas else [b.pid for b in bots]
+            result = await _measure(
                 args, http, urls, pids, (api_url, openai_url), fakes.pid, store_pids
             )
+            result["entries_lost"] = sum(r.entries_lost() for r in replicas)
+            return result
     finally:
         for proc in (*bots, fakes):
             with contextlib.suppress(ProcessLookupError):
@@ -770,7 +815,9 @@ def _figures(args: argparse.Namespace, r: dict[str, Any]) -> list[dict[str, Any]
         (
             "sleep core"
             if args.core == "sleep"
-            else f"{args.replicas} replica{'s' if args.replicas != 1 else ''}, {_store(args)} store"
+            else f"{args.replicas} replica{'s' if args.replicas != 1 else ''}"
+            + (f" of {args.workers} workers" if args.workers > 1 else "")
+            + f", {_store(args)} store"
         )
         + "".join(f", {pair}" for pair in args.bot_env)
         + (f", open loop {args.rate:g}/s" if args.rate else "")
@@ -858,6 +905,13 @@ def _figures(args: argparse.Namespace, r: dict[str, Any]) -> list[dict[str, Any]
             "mentions",
             r["lost"] == 0 and r["duplicated"] == 0,
         ),
+        figure(
+            "inbox entries lost (taken over while still running)",
+            "0",
+            r.get("entries_lost", 0),
+            "entries",
+            r.get("entries_lost", 0) == 0,
+        ),
         figure("bot peak RSS, largest process", NO_TARGET, r["peak"], "MiB", None),
         figure(
             "machine speed: bench.speed reference workload, after the run",
@@ -879,14 +933,14 @@ def _report(args: argparse.Namespace, r: dict[str, Any]) -> None:
     where = (
         "core=sleep"
         if args.core == "sleep"
-        else f"core=real, replicas={args.replicas} ({_store(args)} store)"
+        else f"core=real, replicas={args.replicas}, workers={args.workers} ({_store(args)} store)"
     ) + "".join(f", {pair}" for pair in args.bot_env)
     answered = r["events"] - r["lost"] - r["duplicated"]
     print(
         f"Slack adapter bench: mode={f'open loop {args.rate:g}/s' if args.rate else args.mode}, "
         f"{where}, "
         f"N={r['events']} mentions (+{r['retried']} retries"
-        f"{', each to another replica' if r['processes'] > 1 else ''}), "
+        f"{', each to another replica' if args.replicas > 1 else ''}), "
         f"{args.concurrency} concurrent, model {args.model_latency * ms:.0f} ms"
     )
     print(
@@ -949,7 +1003,8 @@ def _report(args: argparse.Namespace, r: dict[str, Any]) -> None:
     )
     print(
         f"  answered once         {answered}/{r['events']}   "
-        f"lost {r['lost']}   answered twice {r['duplicated']}"
+        f"lost {r['lost']}   answered twice {r['duplicated']}   "
+        f"inbox entries lost {r.get('entries_lost', 0)} (taken over while still running)"
     )
     ok = r["lost"] == 0 and r["duplicated"] == 0 and _pct(acks, 0.99) * ms < ACK_P99_MS
     print(f"  target (ack p99 < 50 ms, none lost or doubled): {'MET' if ok else 'NOT MET'}")
@@ -964,6 +1019,12 @@ def main() -> None:
     parser.add_argument("--model-latency", type=float, default=0.2)
     parser.add_argument("--core", choices=("real", "sleep"), default="real")
     parser.add_argument("--replicas", type=int, default=1, help="bot slack processes")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="each replica is `bot slack --workers N` (N processes sharing its port)",
+    )
     parser.add_argument(
         "--store",
         choices=("auto", "embedded", "shared", "sqlite+redis"),
@@ -1014,8 +1075,8 @@ def main() -> None:
     elif args.role == "bot":
         asyncio.run(run_bot(args))
     else:
-        if args.replicas < 1:
-            parser.error("--replicas must be at least 1")
+        if args.replicas < 1 or args.workers < 1:
+            parser.error("--replicas and --workers must be at least 1")
         if args.rate is not None:
             if args.rate <= 0 or args.duration <= 0:
                 parser.error("--rate and --duration must be positive")

@@ -91,7 +91,17 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     for platform in platforms:
-        sub.add_parser(platform.name, help=HELP[platform.name], description=HELP[platform.name])
+        plat = sub.add_parser(
+            platform.name, help=HELP[platform.name], description=HELP[platform.name]
+        )
+        if platform.name == "slack":  # the one platform whose start-up can supervise workers
+            plat.add_argument(
+                "--workers",
+                type=_workers_arg,
+                default=None,
+                help="worker processes sharing the HTTP port: a number or auto (the cores); "
+                "default BOT_WORKERS, else 1",
+            )
     cons = sub.add_parser("consolidate", help=HELP["consolidate"], description=HELP["consolidate"])
     cons.add_argument("--now", action="store_true", help=HELP["consolidate --now"])
     sub.add_parser("doctor", help=HELP["doctor"], description=HELP["doctor"])
@@ -133,6 +143,16 @@ def _port(text: str) -> int:
     return port
 
 
+def _workers_arg(text: str) -> str:
+    from bot.workers import parse_workers
+
+    try:
+        parse_workers(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _fail(message: str, code: int = EXIT_CONFIG) -> int:
     print(f"bot: {message}", file=sys.stderr)
     return code
@@ -168,6 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(run_audit(settings, args.user, args.text))
         platform = next((p for p in _platforms() if p.name == args.command), None)
         if platform is not None:
+            workers = _workers(platform, args, settings)
+            if workers > 1:
+                return _supervise(platform, settings, workers)
             return eventloop.run(_platform(platform, settings), settings.bot_event_loop)
         if args.command == "consolidate":
             return asyncio.run(_consolidate(settings, now=args.now))
@@ -251,6 +274,31 @@ async def _doctor(settings: Settings) -> int:
 
     ok = await run_checks(settings)
     return 0 if ok else 1
+
+
+def _workers(platform: PlatformTraits, args: argparse.Namespace, settings: Settings) -> int:
+    """How many worker processes `bot <platform>` runs: 1 inside a supervised worker, and for
+    a platform whose start-up cannot run workers (BOT_WORKERS is not its setting)."""
+    from bot.workers import parse_workers, worker_id
+
+    if worker_id() is not None:
+        return 1
+    if not hasattr(importlib.import_module(platform.main_module), "check_workers"):
+        return 1
+    return parse_workers(getattr(args, "workers", None) or settings.bot_workers)
+
+
+def _supervise(platform: PlatformTraits, settings: Settings, workers: int) -> int:
+    """The platform checks that its settings allow workers (ConfigError: one line), then this
+    process supervises `workers` copies of `bot <platform>` (bot.workers)."""
+    from bot.workers import supervise
+
+    module = importlib.import_module(platform.main_module)
+    check: Callable[[Settings, int], float] = module.check_workers
+    grace = check(settings, workers)
+    argv = [sys.executable, "-m", "bot", platform.name]
+    level = settings.bot_log_level or "INFO"
+    return supervise(argv, workers, grace=grace, log_level=level)
 
 
 async def _platform(platform: PlatformTraits, settings: Settings) -> int:

@@ -82,6 +82,8 @@ class Settings(BaseSettings):
     bot_embedding_model: str | None = None
 
     bot_http_host: str = "0.0.0.0"
+    # `bot slack` over HTTP: worker processes on this host sharing the port (bot.workers).
+    bot_workers: str = "1"
     bot_http_port: int = Field(default=3000, ge=0, le=65535)
 
     weather_api_url: str = "https://api.open-meteo.com/v1/forecast"
@@ -133,6 +135,14 @@ class Settings(BaseSettings):
 
         parse_prices(value)
         return value
+
+    @field_validator("bot_workers")
+    @classmethod
+    def _workers(cls, value: str) -> str:
+        from bot.workers import parse_workers
+
+        parse_workers(value)  # ValueError says what is expected
+        return value.strip()
 
     @field_validator("bot_rate_user", "bot_rate_team")
     @classmethod

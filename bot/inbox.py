@@ -9,10 +9,13 @@ kind. The guarantees, and how:
   when an entry's predecessors are done (`Inbox.ready`), polled with a short backoff. An entry
   whose predecessor never finishes (lost for good) runs anyway after `order_wait` seconds.
 - **Nothing lost**: an entry is removed (`done`) only after its handler returned. A worker renews
-  the entries it holds every `claim_after / 3` seconds; a dead worker's entries are taken over by
-  another after `claim_after` seconds (at once on the same host for SQLite), and the handler sees
-  `tries > 1` and the notes the first attempt left (`Delivery.note`: e.g. the reply it posted),
-  so the re-run completes the same reply instead of posting another.
+  the entries it holds every `claim_after / 3` seconds, from a thread of its own when the inbox
+  offers a blocking renewer (`LeaseKeeper`: a loop busy with CPU work would renew too late and
+  lose entries it still runs; `bot_inbox_entry_lost_total` counts any that are lost); a dead
+  worker's entries are taken over by another after `claim_after` seconds (at once on the same
+  host for SQLite), and the handler sees `tries > 1` and the notes the first attempt left
+  (`Delivery.note`: e.g. the reply it posted), so the re-run completes the same reply instead of
+  posting another.
 - **Shutdown** (`stop`): stop taking, let running handlers finish within the grace period (their
   entries still renewed, so nobody takes them over meanwhile), then cancel the rest and hand
   their entries back so another replica takes them at once.
@@ -28,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -37,6 +41,7 @@ from cachetools import TTLCache
 
 from bot import metrics
 from bot.stores.inbox import Inbox, InboxEntry, InboxItem
+from bot.stores.inbox_renew import BlockingRenewer
 from bot.stores.leases import new_holder
 from bot.stores.protocols import StoreUnavailable
 from tools.keylocks import KeyLocks
@@ -81,6 +86,11 @@ class Delivery:
         """True when an earlier attempt may have started (taken over or handed back)."""
         return self.entry.tries > 1
 
+    @property
+    def admission(self) -> EntryAdmission:
+        """The rate-limit admission of this entry (kept in its notes across attempts)."""
+        return EntryAdmission(self)
+
     async def note(self, **values: Any) -> None:
         """Record progress with the entry (best effort: a failure only weakens a re-run)."""
         self.entry.notes.update(values)
@@ -92,10 +102,81 @@ class Delivery:
             log.warning("inbox_note_failed", extra={"fields": {"error": type(exc).__name__}})
 
 
+ADMITTED_NOTE = "admitted"
+
+
+@dataclass(frozen=True)
+class EntryAdmission:
+    """`bot.messages.Admission` in an entry's notes: the first attempt that is admitted notes
+    it, and a re-run (taken over, handed back) finds it and is not counted again."""
+
+    delivery: Delivery
+
+    @property
+    def admitted(self) -> bool:
+        return bool(self.delivery.entry.notes.get(ADMITTED_NOTE))
+
+    async def record(self) -> None:
+        if self.delivery.durable:  # an in-process run is never re-run: nothing to remember
+            await self.delivery.note(**{ADMITTED_NOTE: True})
+
+
 class RetryLater(Exception):
     """Raised by a handler that cannot run the entry now for a reason that passes (a store the
     handler needs is down): the entry is handed back after a pause, not done; it counts as a
     try, so one that never succeeds ends as a dead letter."""
+
+
+def entry_lost(kind: str, entry_id: str) -> None:
+    """An entry this worker still runs was taken over by another (its lease ran out)."""
+    metrics.INBOX_ENTRY_LOST.labels(kind).inc()
+    log.warning("inbox_entry_lost", extra={"fields": {"kind": kind, "entry": entry_id}})
+
+
+class LeaseKeeper:
+    """Renews a worker's entries from a thread, so a busy event loop does not lose them."""
+
+    def __init__(
+        self,
+        renewer: BlockingRenewer,
+        consumer: str,
+        held: dict[str, InboxEntry],
+        interval: float,
+    ) -> None:
+        self._renewer = renewer
+        self._consumer = consumer
+        self._held = held  # the worker's own dict: copied (one atomic step) before each round
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._keep, name="inbox-leases", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _keep(self) -> None:
+        try:
+            while not self._stop.wait(self._interval):
+                by_kind: dict[str, list[InboxEntry]] = {}
+                for entry in self._held.copy().values():
+                    by_kind.setdefault(entry.item.kind, []).append(entry)
+                for kind, entries in by_kind.items():
+                    try:
+                        lost = self._renewer.renew(kind, self._consumer, entries)
+                    except Exception as exc:
+                        log.warning(
+                            "inbox_renew_failed", extra={"fields": {"error": type(exc).__name__}}
+                        )
+                        continue
+                    for entry_id in lost:
+                        if entry_id in self._held:  # not finished meanwhile (done, handed back)
+                            entry_lost(kind, entry_id)
+        finally:
+            with contextlib.suppress(Exception):
+                self._renewer.close()
+
+    async def stop(self) -> None:
+        self._stop.set()
+        await asyncio.to_thread(self._thread.join, 10.0)
 
 
 class Handler(Protocol):
@@ -131,6 +212,7 @@ class InboxWorker:
         self._tasks: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._renewers: list[asyncio.Task[None]] = []  # stopped last: they cover the drain
+        self._keeper: LeaseKeeper | None = None  # the thread that renews, when the inbox can
         self._stopping = False
 
     # -- intake --------------------------------------------------------------------------------
@@ -185,7 +267,17 @@ class InboxWorker:
         if self.inbox is None:
             return
         self._loops.append(asyncio.create_task(self._read(kind), name=f"inbox-read-{kind}"))
-        self._renewers.append(asyncio.create_task(self._renew(kind), name=f"inbox-renew-{kind}"))
+        if self._keeper is None:
+            blocking = getattr(self.inbox, "blocking_renewer", None)
+            renewer: BlockingRenewer | None = blocking() if blocking is not None else None
+            if renewer is not None:
+                interval = max(self.claim_after / 3, 0.05)
+                self._keeper = LeaseKeeper(renewer, self.consumer, self._held, interval)
+                self._keeper.start()
+        if self._keeper is None:
+            self._renewers.append(
+                asyncio.create_task(self._renew(kind), name=f"inbox-renew-{kind}")
+            )
         self._loops.append(asyncio.create_task(self._stats(kind), name=f"inbox-stats-{kind}"))
 
     # -- the loops -----------------------------------------------------------------------------
@@ -243,7 +335,8 @@ class InboxWorker:
                 log.warning("inbox_renew_failed", extra={"fields": {"error": type(exc).__name__}})
                 continue
             for entry_id in lost:  # taken over while this worker still runs it (a long stall)
-                log.warning("inbox_entry_lost", extra={"fields": {"entry": entry_id}})
+                if entry_id in self._held:  # not finished meanwhile (done, handed back)
+                    entry_lost(kind, entry_id)
 
     async def _stats(self, kind: str) -> None:
         assert self.inbox is not None
@@ -299,6 +392,7 @@ class InboxWorker:
                         self._done_here[entry.item.session] = entry.seq
         except asyncio.CancelledError:
             if durable:
+                self._held.pop(entry.id, None)
                 await self._hand_back(kind, [entry])
             raise
         finally:
@@ -351,6 +445,8 @@ class InboxWorker:
 
     async def _done(self, entry: InboxEntry) -> None:
         assert self.inbox is not None
+        # Out of the renewed set first: a renewal that finds the row gone is then not a loss.
+        self._held.pop(entry.id, None)
         for attempt in range(5):
             try:
                 await self.inbox.done(entry)
@@ -391,6 +487,9 @@ class InboxWorker:
             if self._renewers:
                 await asyncio.wait(self._renewers, timeout=1.0)
             self._renewers.clear()
+            keeper, self._keeper = self._keeper, None
+            if keeper is not None:
+                await keeper.stop()
 
     async def _drain(self, grace: float) -> int:
         for loop in self._loops:

@@ -42,6 +42,19 @@ class Attachment:
     id: str | None = None
 
 
+class Admission(Protocol):
+    """Rate-limit admission that belongs to one accepted platform event (its inbox entry), not
+    to each attempt at it: a turn re-run after its replica died is the same turn, admitted once
+    (`bot.ratelimit`)."""
+
+    @property
+    def admitted(self) -> bool:
+        """An earlier attempt at this same event was admitted."""
+
+    async def record(self) -> None:
+        """Remember that this event was admitted (best effort)."""
+
+
 @dataclass(frozen=True, slots=True)
 class IncomingMessage:
     """A message someone sent the bot, already normalised by an adapter."""
@@ -66,6 +79,8 @@ class IncomingMessage:
     # Asks the platform for the messages before this one in its thread (or channel), used
     # only when the record of what the bot heard there has no coverage (`bot.memory.heard`).
     earlier: FetchEarlier | None = None
+    # The event's admission (its inbox entry's notes); None: counted at every attempt.
+    admission: Admission | None = None
 
     @property
     def session(self) -> SessionKey:

@@ -223,6 +223,13 @@ INBOX_CLAIMED = Counter(
     ["kind"],
     registry=REGISTRY,
 )
+INBOX_ENTRY_LOST = Counter(
+    "bot_inbox_entry_lost_total",
+    "Entries this process was still running when another worker took them over (its lease "
+    "ran out: a stall longer than BOT_INBOX_CLAIM_SECONDS); each is a possible duplicate.",
+    ["kind"],
+    registry=REGISTRY,
+)
 INBOX_DEAD_LETTER = Counter(
     "bot_inbox_dead_letter_total",
     "Entries dropped after too many deliveries (each attempt crashed its worker).",

@@ -105,9 +105,14 @@ class TurnLimiter:
 
     async def refusal(self, message: IncomingMessage) -> str | None:
         """The polite reply if this message must not start a turn now, `DROP` if it must not
-        and the person was already told in this window, else None."""
+        and the person was already told in this window, else None. A message whose event was
+        admitted at an earlier attempt (`IncomingMessage.admission`) is admitted again without
+        being counted; one admitted now has its admission recorded with its event."""
         if message.platform == "console":
             return None
+        admission = message.admission
+        if admission is not None and admission.admitted:
+            return None  # a re-run of a turn admitted before (its replica died): the same turn
         team = message.session.team_key.id
         if self.team_queue and self._in_flight[team] >= self.team_queue:
             person = message.person.id  # each person is told once; their flood is dropped
@@ -135,6 +140,8 @@ class TurnLimiter:
         for (rate, _scope, reason, reply), count in zip(checks, counts, strict=True):
             if count > rate.count:
                 return self._refused(message, reason, reply, quiet=count > rate.count + 1)
+        if admission is not None:
+            await admission.record()
         return None
 
     @contextmanager

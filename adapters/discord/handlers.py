@@ -617,6 +617,7 @@ class DiscordHandlers:
             and message.channel.type == discord.ChannelType.private_thread,
             attachments=tuple(self.files.attachment(a) for a in message.attachments),
             earlier=earlier_fetcher(message, me),  # asked only when the record has no coverage
+            admission=delivery.admission,  # a re-run of this event is not counted again
         )
         channel_id = int(thread) if thread is not None else message.channel.id
         earlier: list[discord.Message] = []

@@ -151,9 +151,16 @@ class GuardedSite(web.BaseSite):
     """A TCP site whose connections are watched by the app's `ConnectionGuard`."""
 
     def __init__(
-        self, runner: web.AppRunner, host: str | None, port: int, *, backlog: int = 128
+        self,
+        runner: web.AppRunner,
+        host: str | None,
+        port: int,
+        *,
+        backlog: int = 128,
+        reuse_port: bool = False,
     ) -> None:
         super().__init__(runner, backlog=backlog)
+        self._reuse_port = reuse_port
         self._host = host
         self._port = port
         self._guard = runner.app[GUARD]
@@ -181,4 +188,5 @@ class GuardedSite(web.BaseSite):
             self._port,
             backlog=self._backlog,
             reuse_address=True,
+            reuse_port=self._reuse_port or None,
         )

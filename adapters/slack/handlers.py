@@ -489,6 +489,7 @@ class SlackHandlers:
             message_id=route.message_ts,
             user_name=names.get(route.user),
             is_dm=route.is_dm,
+            admission=delivery.admission,  # a re-run of this event is not counted again
             # Only this event's files: a thread's earlier files are never fetched again.
             attachments=self.files.attachments(event, client.token),
             is_private=private,

@@ -20,15 +20,41 @@ from adapters.slack.traits import SLACK
 from bot.config import ConfigError, Settings
 from bot.platforms import register
 
+WORKERS_SOCKET_MODE = (
+    "Socket Mode (SLACK_APP_TOKEN) runs one process: use --workers 1 (BOT_WORKERS=1), "
+    "or serve Slack over HTTP to run several workers"
+)
 
-async def main(settings: Settings) -> int:
-    """Run until SIGTERM/SIGINT; ConfigError (one line) for bad settings."""
-    register(SLACK)
+
+def _config(settings: Settings) -> SlackConfig:
     try:
         config = SlackConfig.from_settings(settings, load_slack_settings())
         config.validate()  # before any store is opened
     except SlackConfigError as exc:
         raise ConfigError(str(exc)) from None
+    return config
+
+
+def check_workers(settings: Settings, workers: int) -> float:
+    """`bot slack --workers N` (N > 1): ConfigError (one line) for settings workers cannot
+    share, else how long each worker may drain at shutdown. Socket Mode is refused: Slack would
+    spread events over one socket per worker, but each socket is one more connection against
+    the app's limit of 10 and the gain is small (events arrive at Slack's pace, not at the
+    port's); HTTP is the mode that scales."""
+    config = _config(settings)
+    if config.socket_mode:
+        raise ConfigError(WORKERS_SOCKET_MODE)
+    if config.http_port == 0:
+        raise ConfigError(
+            "BOT_HTTP_PORT=0 gives each worker a port of its own: set a port to share"
+        )
+    return config.shutdown_grace_seconds
+
+
+async def main(settings: Settings) -> int:
+    """Run until SIGTERM/SIGINT; ConfigError (one line) for bad settings."""
+    register(SLACK)
+    config = _config(settings)
     async with running_core(settings) as core:
         storage: SlackInstallationStorage | None = None
         if config.client_id:

@@ -21,6 +21,7 @@ from adapters.slack.connguard import GuardedSite, app_runner
 from adapters.slack.oauth import SlackInstallationStorage
 from adapters.slack.server import build_web_app
 from bot.core import BotCore
+from bot.workers import worker_id
 
 _LOG = logging.getLogger(__name__)
 
@@ -53,7 +54,9 @@ async def run_slack(
             installed.append(sig)
     handler: AsyncSocketModeHandler | None = None
     try:
-        site = GuardedSite(runner, config.http_host, config.http_port)
+        # A supervised worker shares the port with its siblings (SO_REUSEPORT, bot.workers).
+        reuse_port = worker_id() is not None
+        site = GuardedSite(runner, config.http_host, config.http_port, reuse_port=reuse_port)
         try:
             await site.start()
         except OSError as exc:
@@ -70,6 +73,7 @@ async def run_slack(
             mode="socket" if config.socket_mode else "http",
             host=config.http_host,
             port=config.http_port,
+            worker=worker_id(),
         )
         await stop.wait()
     finally:

@@ -5,7 +5,11 @@ through `BotApp.start()`.
 
 APScheduler is used for what it is good at (cron parsing, next fire times, misfire handling,
 one instance at a time in this process); the cross-process "exactly one" is the store lease
-inside the Consolidator, so several bot processes can all schedule the job safely.
+inside the Consolidator, so several bot processes can all schedule the job safely. Each fire
+also takes a lease (`FIRE_LEASE`, never released, expiring before the next fire): the workers of
+one host (`bot slack --workers N`) all fire at the same minute, and only the first runs the
+job, rather than the others running it again right after it (finding little left to do, but
+reading every session to find that out).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 from contextlib import AbstractAsyncContextManager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -27,13 +31,16 @@ from bot.memory.reconcile import Reconciler
 from bot.memory.structured import JsonAsker
 from bot.metered import MeteredModel
 from bot.stores.leases import new_holder
-from bot.stores.protocols import ConsolidationStore
+from bot.stores.protocols import ConsolidationStore, StoreUnavailable
 
 if TYPE_CHECKING:
     from bot.turn import Model
     from bot.usage.meter import UsageMeter
 
 log = logging.getLogger(__name__)
+
+FIRE_LEASE = "consolidation-fire"
+FIRE_LEASE_MAX = 600.0  # seconds; never longer than half the time to the next fire
 
 
 class ConsolidationHost(Protocol):
@@ -92,7 +99,11 @@ class NightlySchedule:
     def __init__(self, app: ConsolidationHost) -> None:
         self.app = app
         self.scheduler = AsyncIOScheduler(timezone=UTC)
+        self.holder = new_holder()
         self._running: asyncio.Task[None] | None = None
+
+    async def consolidate(self) -> None:
+        await build_consolidator(self.app).run()
 
     def start(self) -> None:
         cron = self.app.settings.bot_consolidate_cron
@@ -110,10 +121,25 @@ class NightlySchedule:
             extra={"fields": {"cron": cron, "next": str(next_run(cron))}},
         )
 
+    async def _first_to_fire(self) -> bool:
+        """True when this process is the first of those sharing the store to fire now."""
+        now = datetime.now(UTC)
+        following = next_run(self.app.settings.bot_consolidate_cron, now + timedelta(seconds=1))
+        gap = (following - now).total_seconds() if following is not None else FIRE_LEASE_MAX * 2
+        ttl = max(1.0, min(FIRE_LEASE_MAX, gap / 2))
+        try:
+            lease = await self.app.store.take_lease(FIRE_LEASE, self.holder, ttl)
+        except StoreUnavailable:
+            return True  # the Consolidator's own lease still keeps runs apart
+        if not lease.ours:
+            log.info("consolidation_fired_elsewhere", extra={"fields": {"holder": lease.holder}})
+        return lease.ours
+
     async def _fire(self) -> None:
         self._running = asyncio.current_task()  # type: ignore[assignment]
         try:
-            await build_consolidator(self.app).run()
+            if await self._first_to_fire():
+                await self.consolidate()
         except Exception:
             log.exception("consolidation_failed")
         finally:

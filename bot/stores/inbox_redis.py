@@ -30,6 +30,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
 from bot.stores.inbox import MAX_BODY_CHARS, SEEN_TTL, InboxEntry, InboxItem, InboxStats
+from bot.stores.inbox_renew import RedisRenewer
 from bot.stores.protocols import StoreUnavailable
 from bot.stores.redis_cache import DEFAULT_PREFIX, UNAVAILABLE_ERRORS
 
@@ -113,6 +114,7 @@ class RedisInbox:
         self.client = client
         self.prefix = prefix
         self.claim_after = claim_after
+        self.url: str | None = None  # set by `from_url`: a lease thread can open its own client
         self._groups: set[str] = set()
         self._next_claim: dict[str, float] = {}
         self._put = client.register_script(_PUT)
@@ -133,7 +135,15 @@ class RedisInbox:
             retry=Retry(NoBackoff(), 1),
             health_check_interval=30,
         )
-        return cls(client, prefix=prefix, claim_after=claim_after)
+        inbox = cls(client, prefix=prefix, claim_after=claim_after)
+        inbox.url = url
+        return inbox
+
+    def blocking_renewer(self) -> RedisRenewer | None:
+        """For a worker's lease thread (`bot.stores.inbox_renew`); None without a URL."""
+        if self.url is None:
+            return None
+        return RedisRenewer(self.url, _RENEW, self._stream, GROUP)
 
     def _stream(self, kind: str) -> str:
         return f"{self.prefix}inbox:{kind}"

@@ -23,6 +23,7 @@ from typing import Any
 
 from bot.keys import PersonKey
 from bot.stores.inbox import MAX_BODY_CHARS, SEEN_TTL, InboxEntry, InboxItem, InboxStats
+from bot.stores.inbox_renew import SqliteRenewer
 from bot.stores.leases import holder_is_dead
 from bot.stores.sqlite_worker import SqliteWorker, transaction
 
@@ -227,6 +228,10 @@ class SqliteInbox:
                 return lost
 
         return await self._db.call(run)
+
+    def blocking_renewer(self) -> SqliteRenewer:
+        """For a worker's lease thread (`bot.stores.inbox_renew`)."""
+        return SqliteRenewer(self._db.path, self.claim_after)
 
     async def note(self, entry: InboxEntry, values: dict[str, Any]) -> None:
         entry.notes.update(values)

@@ -78,3 +78,39 @@ def test_slack_with_mongodb_unreachable(tmp_path: Path) -> None:
             **SLACK,
         )
     _one_line(done, "cannot open the store")
+
+
+def test_slack_workers_refused_in_socket_mode_and_for_bad_counts(tmp_path: Path) -> None:
+    socket_mode = {**SLACK, "SLACK_APP_TOKEN": "xapp-test"}
+    _one_line(
+        _run(["slack", "--workers", "2"], tmp_path, **socket_mode), "Socket Mode", "--workers 1"
+    )
+    _one_line(_run(["slack"], tmp_path, **SLACK, BOT_WORKERS="0"), "BOT_WORKERS")
+    _one_line(_run(["slack"], tmp_path, **SLACK, BOT_WORKERS="2", BOT_HTTP_PORT="0"), "port")
+    done = _run(["slack", "--workers", "many"], tmp_path, **SLACK)
+    assert done.returncode == 2 and "--workers" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_slack_workers_whose_port_is_taken_stop_with_exit_2(tmp_path: Path) -> None:
+    """A worker's configuration error ends the supervisor (restarting would not help)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        done = _run(
+            ["slack", "--workers", "2"],
+            tmp_path,
+            **SLACK,
+            BOT_HTTP_HOST="127.0.0.1",
+            BOT_HTTP_PORT=port,
+        )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+
+
+def test_bot_workers_is_not_discords_setting(tmp_path: Path) -> None:
+    """BOT_WORKERS (in a .env shared with `bot slack`) leaves `bot discord` one process: it
+    starts as ever, here up to its own one-line refusal of a missing token."""
+    done = _run(["discord"], tmp_path, BOT_WORKERS="2")
+    _one_line(done, "DISCORD_TOKEN")

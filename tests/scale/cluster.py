@@ -116,6 +116,7 @@ class BotProcess:
     env: dict[str, str]
     workdir: Path
     port: int = 0
+    args: tuple[str, ...] = ()  # after `bot slack`, e.g. ("--workers", "2")
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
     log_paths: list[Path] = field(default_factory=list)
@@ -142,7 +143,7 @@ class BotProcess:
         env = {**self.env, "BOT_HTTP_PORT": str(self.port)}
         with log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [str(BOT), "slack"],
+                [str(BOT), "slack", *self.args],
                 cwd=self.workdir,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -299,13 +300,13 @@ class Cluster:
         env.update(self.extra_env)
         return env
 
-    async def start(self, *names: str) -> list[BotProcess]:
+    async def start(self, *names: str, args: tuple[str, ...] = ()) -> list[BotProcess]:
         """Start processes (in parallel) and wait until each answers /healthz."""
         started = []
         for name in names:
             bot = self.bots.get(name)
             if bot is None:
-                bot = self.bots[name] = BotProcess(name, self._env(name), self.workdir)
+                bot = self.bots[name] = BotProcess(name, self._env(name), self.workdir, args=args)
             assert not bot.alive, f"{name} is running"
             bot.spawn()
             started.append(bot)

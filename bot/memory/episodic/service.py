@@ -21,10 +21,12 @@ have seen its source):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 from bot.embeddings.base import Embedder
 from bot.embeddings.factory import open_embedder
@@ -36,8 +38,9 @@ from bot.memory.episodic.text import date_words
 from bot.memory.render import RECALLED_IDS
 from bot.messages import IncomingMessage
 from bot.stores.index_factory import open_memory_index
+from bot.stores.leases import new_holder
 from bot.stores.memory_index import MemoryEntry, MemoryIndex, MemoryScope, place_id
-from bot.stores.protocols import ConversationStore, StoreUnavailable
+from bot.stores.protocols import ConversationStore, LeaseStore, StoreUnavailable
 from bot.stores.records import StoredMessage
 from bot.tokens import TokenCounter
 from bot.turn import Recalled
@@ -75,6 +78,10 @@ def render_entry(entry: MemoryEntry) -> str:
     return f"- [{date_words(entry.occurred_at)}] " + " ".join(entry.text.split())
 
 
+CATCH_UP_LEASE = "episodic-catch-up"
+CATCH_UP_TTL = 3600.0  # a holder that dies on this host frees it at once (leases.py)
+
+
 class EpisodicMemory:
     def __init__(
         self,
@@ -82,10 +89,13 @@ class EpisodicMemory:
         index: MemoryIndex,
         embedder: Embedder | None,
         counter: TokenCounter,
+        *,
+        leases: LeaseStore | None = None,
     ) -> None:
         self.index = index
         self.embedder = embedder
         self.counter = counter
+        self.leases = leases  # keeps the start-up catch-up to one process at a time
         self.indexer = Indexer(store, index, embedder)
         self.retriever = Retriever(index, embedder)
         self._background: set[asyncio.Task[None]] = set()
@@ -97,6 +107,28 @@ class EpisodicMemory:
         task.add_done_callback(self._background.discard)
 
     async def _catch_up(self) -> None:
+        """Settle, recover and re-embed what earlier runs left: by one process at a time of
+        those sharing the store (the workers of one host all start together; the others skip
+        it, as the one that runs it covers every session)."""
+        holder = new_holder()
+        if self.leases is not None:
+            try:
+                lease = await self.leases.take_lease(CATCH_UP_LEASE, holder, CATCH_UP_TTL)
+            except StoreUnavailable:
+                log.warning("episodic_catch_up_unavailable")
+                return
+            if not lease.ours:
+                log.info("episodic_catch_up_elsewhere", extra={"fields": {"holder": lease.holder}})
+                return
+        log.info("episodic_catch_up")
+        try:
+            await self._catch_up_here()
+        finally:
+            if self.leases is not None:
+                with contextlib.suppress(Exception):
+                    await self.leases.release_lease(CATCH_UP_LEASE, holder)
+
+    async def _catch_up_here(self) -> None:
         try:
             await settle_audiences(self.indexer.store, self.index)
             await self.indexer.recover()
@@ -186,4 +218,5 @@ async def open_episodic(
     """The index next to the store, and the embedder BOT_EMBEDDING_MODEL names."""
     embedder = open_embedder(embedding_model, api_key=api_key, base_url=base_url, data_dir=data_dir)
     index = await open_memory_index(store, data_dir=data_dir)
-    return EpisodicMemory(store, index, embedder, counter)
+    leases = cast(LeaseStore, store) if hasattr(store, "take_lease") else None
+    return EpisodicMemory(store, index, embedder, counter, leases=leases)
