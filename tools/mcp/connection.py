@@ -103,8 +103,10 @@ class McpConnection:
         retry_after: float = 10.0,
         call_timeout: float = 20.0,
         clock: Callable[[], float] = time.monotonic,
+        auth: httpx2.Auth | None = None,
     ) -> None:
         self.key = key
+        self.auth = auth  # a person's OAuth (`auth=user` packs): tokens never in `headers`
         self.call_timeout = call_timeout  # the executor's per-call timeout for these tools
         self.url = url
         self._token = token
@@ -184,6 +186,7 @@ class McpConnection:
         try:
             async with httpx2.AsyncClient(
                 headers=headers,
+                auth=self.auth,
                 event_hooks=hooks,
                 timeout=httpx2.Timeout(30.0, read=300.0),
                 transport=BoundedTransport(httpx2.AsyncHTTPTransport(), self.key),
@@ -254,6 +257,11 @@ class McpConnection:
         task = asyncio.get_running_loop().create_task(aw)
         _background.add(task)
         task.add_done_callback(_background.discard)
+
+    def mark_stale(self) -> None:
+        """List the tools again on next use (a person's token is due for refresh: the listing
+        refreshes it at the turn's start, not in the middle of a tool call)."""
+        self._stale = True
 
     def _mark_up(self) -> None:
         self.health, self.detail, self.checked_at, self.failures = "ok", "", self._clock(), 0
@@ -376,7 +384,11 @@ class McpPool:
         self._conns: dict[str, McpConnection] = {}
         self._closing: set[asyncio.Task[None]] = set()
 
-    def connection(self, key: str, url: str, token: str | None) -> McpConnection:
+    def connection(
+        self, key: str, url: str, token: str | None, *, auth: httpx2.Auth | None = None
+    ) -> McpConnection:
+        """The install's session; with `auth`, a person's own (`key` names the person), kept
+        until `forget` (their sign-in changed) or its URL changes."""
         conn = self._conns.get(key)
         if conn is not None and conn.fingerprint == (url, token):
             return conn
@@ -393,6 +405,7 @@ class McpPool:
             connect_timeout=self.connect_timeout,
             retry_after=self.retry_after,
             call_timeout=self.call_timeout,
+            auth=auth,
         )
         self._conns[key] = conn
         return conn
