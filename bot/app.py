@@ -21,6 +21,7 @@ from bot.bot_pairs import BotPairBudget
 from bot.commands import CommandHandler
 from bot.config import Settings
 from bot.config_command import ConfigCommands
+from bot.connections.lifecycle import ConnectionsTier
 from bot.core import AdminNotice, CommandReply, CommandRequest, MessageChange
 from bot.embeddings.endpoint import EndpointEmbedder
 from bot.feedback import NO_FEEDBACK, FeedbackAnswer, FeedbackClick, FeedbackDesk
@@ -230,6 +231,10 @@ class BotApp(ServesInbox):
             self.commands.eraser.tiers.append(SettingsAuthors(self.place_settings.store))
         if self.usage is not None:
             self.commands.eraser.tiers.append(UsagePeople(self.usage, self.meter))
+        if self.toolboxes.connections is not None:  # people's own tool connections
+            self.commands.eraser.tiers.append(
+                ConnectionsTier(self.toolboxes.connections, self.toolboxes.mcp)
+            )
         self.changes.heard = heard
         # Thumbs up/down on final replies (bot.feedback): one store write per click.
         votes = feedback_of(store)

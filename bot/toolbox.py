@@ -17,12 +17,14 @@ import httpx
 
 from bot.commands import PackCatalog, PackProbeError
 from bot.config import Settings
+from bot.connections.lifecycle import remove_install
 from bot.keys import SessionKey, TeamKey
 from bot.memory.reconcile import Reconciler
 from bot.memory.remember import remember
 from bot.metrics import TOOL_BREAKER_OPENS, TOOL_BREAKER_STATE
 from bot.policy import DEFAULT_POLICY, PlacePolicy
 from bot.secrets import SecretBox, SecretsUnavailable, open_value
+from bot.stores.connections import ConnectionStore, connections_of
 from bot.stores.protocols import Cache, JsonKV, ToolboxStore
 from bot.stores.records import ToolCallLog, ToolInstall
 from bot.tool_audit import ALL_TEAMS, ToolAudit
@@ -121,6 +123,8 @@ class ToolboxFactory:
             timeout=httpx.Timeout(10.0, connect=5.0), event_hooks=event_hooks(self.host_policy)
         )
         self.mcp = McpPool(self.host_policy)
+        # People's own connections to `auth=user` servers (bot.connections), on the same store.
+        self.connections: ConnectionStore | None = connections_of(store)
         self.env = PackEnv(
             http=self.http,
             weather_api_url=settings.weather_api_url,
@@ -283,6 +287,8 @@ class ToolboxFactory:
     async def _removed(self, team: TeamKey, name: str, kind: str, by: str) -> None:
         provider = self.provider(team, name)
         await self.mcp.forget(provider)
+        if self.connections is not None:  # everyone's own connections to it go too
+            await remove_install(self.connections, self.mcp, team.id, name, provider)
         self.breakers.forget(provider)
         await self.audit.record(team.id, "removed", name, kind=kind, by=by)
 

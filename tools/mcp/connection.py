@@ -413,6 +413,9 @@ class McpPool:
     def get(self, key: str) -> McpConnection | None:
         return self._conns.get(key)
 
+    def keys(self) -> list[str]:
+        return list(self._conns)
+
     async def forget(self, key: str) -> None:
         conn = self._conns.pop(key, None)
         if conn is not None:
