@@ -14,8 +14,9 @@ import logging
 
 from mcp.shared.auth import OAuthClientInformationFull
 
+from bot.connections.base import NeedsSignIn, Owner
 from bot.connections.signin import ServerAuth, callback_url, preregistered
-from bot.connections.tokens import NeedsSignIn, Owner, PersonOAuth, SealedTokenStorage
+from bot.connections.tokens import PersonOAuth, SealedTokenStorage
 from bot.secrets import SecretBox, SecretsUnavailable
 from bot.stores.connections import ConnectionStore
 from tools.declare import Tool
@@ -52,7 +53,12 @@ class PersonTools:
         key = session_key(install, owner.person)
         conn = self.pool.get(key)
         auth = conn.auth if conn is not None else None
-        if not isinstance(auth, PersonOAuth) or conn is None or conn.url != server.url:
+        if (
+            not isinstance(auth, PersonOAuth)
+            or conn is None
+            or conn.url != server.url
+            or auth.stale(row)
+        ):
             client = await self._client(owner, server, row.issuer)
             if client is None:
                 raise NeedsSignIn("no client registration")
@@ -61,7 +67,6 @@ class PersonTools:
             await self.pool.forget(key)
             conn = self.pool.connection(key, server.url, None, auth=auth)
         else:
-            auth.reload_if_changed(row)
             if auth.needs_sign_in:
                 await self.drop(owner, install)
                 raise NeedsSignIn("refused")

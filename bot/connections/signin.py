@@ -58,7 +58,8 @@ from mcp.shared.auth import (
 from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 from pydantic import ValidationError
 
-from bot.connections.tokens import Owner, seal_tokens
+from bot.connections.base import Owner
+from bot.connections.tokens import seal_tokens
 from bot.secrets import SecretBox, SecretsUnavailable
 from bot.stores.connections import Connection, ConnectionStore, PendingSignIn
 from tools.netguard import ANY_HOST, HostPolicy, event_hooks

@@ -19,7 +19,6 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import httpx2
@@ -32,6 +31,7 @@ from mcp.shared.auth import (
     ProtectedResourceMetadata,
 )
 
+from bot.connections.base import NeedsSignIn, Owner
 from bot.secrets import SecretBox
 from bot.stores.connections import Connection, ConnectionStore
 
@@ -40,17 +40,6 @@ REFRESH_MARGIN = 60.0  # seconds before expiry a token is refreshed (at most hal
 # The SDK logs a failed flow with `logger.exception` (a traceback, with URLs); the bot reports
 # the failure itself, in one structured line.
 logging.getLogger("mcp.client.auth.oauth2").setLevel(logging.CRITICAL)
-
-
-class NeedsSignIn(Exception):
-    """The person has no usable connection to the server (never connected, or it was refused)."""
-
-
-@dataclass(frozen=True)
-class Owner:
-    team: str
-    person: str
-    server: str
 
 
 def seal_tokens(
@@ -159,11 +148,14 @@ class PersonOAuth(OAuthClientProvider):
         self.needs_sign_in = True
         raise NeedsSignIn("the person must sign in again")
 
-    def reload_if_changed(self, current: Connection | None) -> None:
-        """Another process (or a new sign-in) wrote the connection: read it again next request."""
+    def stale(self, current: Connection) -> bool:
+        """Whether someone else wrote the connection since this provider read or wrote it
+        (a new sign-in, another process's refresh): then a fresh provider reads it."""
         loaded = self.storage.loaded
-        if current is None or loaded is None or current.updated_at != loaded.updated_at:
-            self._initialized = False
+        return loaded is not None and (loaded.updated_at, loaded.tokens) != (
+            current.updated_at,
+            current.tokens,
+        )
 
     def due(self) -> bool:
         """Whether the next request refreshes the token first (or must read it again)."""

@@ -17,9 +17,9 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 import pytest
 
+from bot.connections.base import NeedsSignIn, Owner
 from bot.connections.person_tools import PersonTools
 from bot.connections.signin import ServerAuth, SignInFailed, SignIns
-from bot.connections.tokens import NeedsSignIn, Owner
 from bot.secrets import SecretBox
 from bot.stores.connections import ConnectionStore, connections_of
 from bot.stores.sqlite import SqliteStore
