@@ -21,6 +21,7 @@ from bot.bot_pairs import BotPairBudget
 from bot.commands import CommandHandler
 from bot.config import Settings
 from bot.config_command import ConfigCommands
+from bot.connections.commands import ConnectionCommands
 from bot.connections.lifecycle import ConnectionsTier
 from bot.core import AdminNotice, CommandReply, CommandRequest, MessageChange
 from bot.embeddings.endpoint import EndpointEmbedder
@@ -234,6 +235,9 @@ class BotApp(ServesInbox):
         if self.toolboxes.connections is not None:  # people's own tool connections
             self.commands.eraser.tiers.append(
                 ConnectionsTier(self.toolboxes.connections, self.toolboxes.mcp)
+            )
+            self.commands.connections = ConnectionCommands(
+                self.toolboxes.connections, self.toolboxes.mcp
             )
         self.changes.heard = heard
         # Thumbs up/down on final replies (bot.feedback): one store write per click.

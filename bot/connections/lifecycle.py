@@ -14,12 +14,17 @@ log = logging.getLogger("bot.connections")
 
 
 async def close_sessions(
-    pool: McpPool, *, install: str | None = None, person: str | None = None
+    pool: McpPool,
+    *,
+    install: str | None = None,
+    person: str | None = None,
+    only: str | None = None,
 ) -> None:
-    """Close the per-person sessions of one install (everyone's) or of one person (all)."""
+    """Close the per-person sessions of one install (everyone's), of one person (all of
+    theirs), or with `only`, that person's session to that one install."""
     for key in pool.keys():
         name, sep, owner = key.partition("#")
-        if not sep:
+        if not sep or (only is not None and name != only):
             continue
         if (install is not None and name == install) or (person is not None and owner == person):
             await pool.forget(key)

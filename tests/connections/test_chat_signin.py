@@ -178,3 +178,57 @@ async def test_without_public_url_one_clear_line(make_app: Any, fake_openai: Fak
         )
         assert not refused.ok and "BOT_PUBLIC_URL" in refused.text
         assert fake.server.clients == {} and fake.calls == []
+
+
+def _tools(user: str, words: str) -> CommandRequest:
+    return CommandRequest("test", "T1", "C1", user, "tools", words)
+
+
+async def _connect(chat: Chat, user: str, subject: str, n: int) -> None:
+    sent = len(chat.notices.sent)
+    answered = len(chat.answers)
+    chat.model.push(tool_calls([("tickets_connect", {})]), text("Use the link."))
+    await chat.say(user, f"question {n}", n)
+    await until(lambda: len(chat.notices.sent) == sent + 1, what="a link")
+    chat.model.push(text("ok"))
+    _back, page = await browse(_link(chat.notices.sent[-1][1]), subject)
+    assert page.status_code == 200
+    await until(lambda: len(chat.answers) == answered + 2, what="the question answered again")
+
+
+async def test_connections_disconnect_and_forget_all(chat: Chat) -> None:
+    await _install(chat.app, chat.fake.url)
+    none = await chat.app.handle_command(_tools("UA", "connections"))
+    assert none.ok and "have not connected" in none.text
+    await _connect(chat, "UA", "alice", 1)
+    await _connect(chat, "UB", "bob", 2)
+    listed = await chat.app.handle_command(_tools("UA", "connections"))
+    assert listed.ok and "`tickets` (connected " in listed.text
+    issued = chat.fake.server.issued
+    assert not any(secret in listed.text for secret in issued)
+
+    gone = await chat.app.handle_command(_tools("UA", "disconnect tickets"))
+    assert gone.ok and "Disconnected `tickets`" in gone.text
+    again = await chat.app.handle_command(_tools("UA", "disconnect tickets"))
+    assert not again.ok
+    # Alice is asked to connect again; Bob still calls with his own account
+    chat.model.push(text("connect first"))
+    await chat.say("UA", "my tickets?", 3)
+    await until(lambda: len(chat.answers) == 5, what="Alice's answer")
+    assert "tickets_connect" in _offered(chat.model)
+    chat.model.push(tool_calls([("tickets_whoami", {})]), text("bob"))
+    await chat.say("UB", "who am I?", 4)
+    await until(lambda: len(chat.answers) == 6, what="Bob's answer")
+    assert chat.fake.calls[-1] == ("bob", "whoami")
+
+    forgot = await chat.app.handle_command(
+        CommandRequest("test", "T1", "C1", "UB", "memory", "forget all")
+    )
+    assert forgot.ok
+    bob = await chat.app.handle_command(_tools("UB", "connections"))
+    assert "have not connected" in bob.text
+    chat.model.push(text("connect first"))
+    await chat.say("UB", "who am I now?", 5)
+    await until(lambda: len(chat.answers) == 7, what="Bob's answer after forget")
+    assert "tickets_connect" in _offered(chat.model)
+    assert "tickets_whoami" not in _offered(chat.model)
