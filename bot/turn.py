@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from bot import tracing
 from bot.audience import META_AUDIENCE
+from bot.connections.base import answered_by_a_sign_in_link
 from bot.feedback import META_MODEL, ReplyRef, offer_feedback
 from bot.files.intake import FileLimits
 from bot.files.prepare import FileInput, prepare_files
@@ -385,6 +386,8 @@ class TurnRunner:
         )
         history = list(hot.tail)
         prior = find_prior_turn(history, msg.message_id, msg.person.id)
+        if prior is not None and answered_by_a_sign_in_link(prior.rounds):
+            prior = None  # asked again after the person connected: a new turn, not a replay
         if prior is not None:
             result.turn_id = prior.turn_id
             if prior.reply is not None:

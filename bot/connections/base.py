@@ -3,7 +3,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.stores.records import StoredMessage
+
+AFTER_SIGN_IN = "after_sign_in"  # in an inbox item's body: put back once the person connected
 
 NOT_OFFERED = (
     "The `{name}` tools need each person to connect their own account, which this bot cannot "
@@ -23,3 +30,19 @@ class Owner:
     team: str
     person: str
     server: str
+
+
+def answered_by_a_sign_in_link(rounds: Sequence[StoredMessage]) -> bool:
+    """Whether a stored turn ended by sending a sign-in link, and the turn now running is its
+    message put back after the sign-in (`bot.connections.chat`): then it is answered anew,
+    not replayed. Any other run of the same message (a retry) replays the stored answer."""
+    from bot.inbox import CURRENT_ITEM
+
+    item = CURRENT_ITEM.get()
+    if item is None or not item.body.get(AFTER_SIGN_IN):
+        return False
+    return any(
+        str(c.get("function", {}).get("name", "")).endswith("_connect")
+        for m in rounds
+        for c in (m.tool_calls or [])
+    )

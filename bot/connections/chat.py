@@ -16,7 +16,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from bot.connections.base import Owner
+from bot.connections.base import AFTER_SIGN_IN, Owner
 from bot.connections.person_tools import PersonTools, session_key
 from bot.connections.signin import STATE_TTL, ServerAuth, SignInFailed, SignIns, state_hash
 from bot.inbox import CURRENT_ITEM
@@ -107,7 +107,7 @@ class ChatSignIn:
                     InboxItem(
                         kind=str(waiting["kind"]),
                         session=str(waiting["session"]),
-                        body=dict(waiting["body"]),
+                        body={**dict(waiting["body"]), AFTER_SIGN_IN: True},
                         dedup=(f"signin:{state_hash(query.get('state') or '')}",),
                     )
                 )

@@ -160,6 +160,10 @@ async def test_two_people_connect_in_chat_and_each_call_carries_their_subject(
     await until(lambda: len(chat.answers) == 5, what="Alice's next answer")
     assert chat.fake.calls == [("alice", "my_tickets"), ("bob", "whoami"), ("alice", "whoami")]
     assert len(chat.notices.sent) == 2  # no new link for a connected person
+    # no token or code ever reached the model (the links, with their state, only the people)
+    sent_to_model = json.dumps(chat.model.requests)
+    assert not [s for s in chat.fake.server.issued if s in sent_to_model]
+    assert "state=" not in sent_to_model and "code_challenge" not in sent_to_model
 
 
 async def test_without_public_url_one_clear_line(make_app: Any, fake_openai: FakeOpenAI) -> None:
