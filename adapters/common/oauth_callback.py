@@ -1,6 +1,7 @@
 """`GET /oauth/callback`: where a person's tool sign-in ends (`bot.connections.chat`).
 
-Served by the Slack app's HTTP server (HTTP mode, and Socket Mode's health server). The page
+Served by the Slack app's HTTP server (HTTP mode, and Socket Mode's health server) and by the
+Discord bot's (the one of /healthz, on BOT_HTTP_HOST/BOT_HTTP_PORT). The page
 says connected or why not; the query is bounded before it is read, and nothing of it (code,
 state) is logged.
 """
