@@ -582,6 +582,13 @@ class BotApp(ServesInbox):
         if self.toolboxes.chat_signin is not None:  # sign-in links go the same private way
             self.toolboxes.chat_signin.notice = notice
 
+    async def open_sign_in(self, query: Mapping[str, str]) -> tuple[str | None, str]:
+        """`GET /oauth/start`: a "Connect" link opened (bot.connections.chat)."""
+        chat = self.toolboxes.chat_signin
+        if chat is None:
+            return None, "This bot does not offer personal connections (BOT_PUBLIC_URL unset)."
+        return await chat.open_link(query)
+
     async def finish_sign_in(self, query: Mapping[str, str]) -> tuple[bool, str]:
         """`GET /oauth/callback`: a person's tool sign-in ends (bot.connections.chat)."""
         chat = self.toolboxes.chat_signin

@@ -75,12 +75,12 @@ class ChatSignIn:
             else {}
         )
         try:
-            url = await self.signins.start(Owner(team, person.id, name), server, waiting)
+            started = await self.signins.start(Owner(team, person.id, name), server, waiting)
         except SignInFailed as exc:
             return f"Connecting `{name}` is not possible right now: {exc}."
         if self.notice is None:
             return f"I cannot send the user a private link to connect `{name}` here."
-        text = LINK_TEXT.format(name=name, minutes=int(STATE_TTL // 60), url=url)
+        text = LINK_TEXT.format(name=name, minutes=int(STATE_TTL // 60), url=started.link)
         try:
             await self.notice.tell(person, text)
         except Exception as exc:
@@ -88,6 +88,13 @@ class ChatSignIn:
             return f"The private link to connect `{name}` could not be sent; try again later."
         log.info("signin_link_sent", extra={"fields": {"team": team, "server": name}})
         return LINK_SENT.format(name=name)
+
+    async def open_link(self, query: Mapping[str, str]) -> tuple[str | None, str]:
+        """`GET /oauth/start`: (where to redirect, or None and what the page says)."""
+        try:
+            return await self.signins.open_link(query.get("s") or ""), ""
+        except SignInFailed as exc:
+            return None, f"Not connected: {exc}."
 
     async def finish(self, query: Mapping[str, str]) -> tuple[bool, str]:
         """`GET /oauth/callback`: (connected?, what the page says)."""

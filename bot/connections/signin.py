@@ -13,7 +13,8 @@ pieces (discovery URLs, metadata models and checks, registration request, PKCE):
    one the resource named) → a client: the admin's pre-registered one, or one registered
    dynamically and kept per team, server and issuer → PKCE S256, `resource`, a fresh `state`.
    The verifier and the rest are sealed and stored under the SHA-256 of `state`, for
-   `STATE_TTL` seconds; the person gets the authorization URL.
+   `STATE_TTL` seconds; the person gets a link under BOT_PUBLIC_URL (`/oauth/start?s=<state>`)
+   that redirects to the authorization server while the sign-in is pending.
 2. `finish` (at `GET /oauth/callback`): the state is taken from the store (once: a replayed or
    expired callback finds nothing), the `iss` of the response checked (RFC 9207), the code
    exchanged with the verifier and `resource`, and the tokens stored sealed.
@@ -68,6 +69,7 @@ log = logging.getLogger("bot.connections")
 
 STATE_TTL = 600.0  # seconds a "Connect" link works
 CALLBACK_PATH = "/oauth/callback"
+START_PATH = "/oauth/start"
 MAX_METADATA_BYTES = 256 * 1024
 CLIENT_NAME = "Chat bot"
 
@@ -84,6 +86,15 @@ class ServerAuth:
     client_id: str | None = None
     client_secret: str | None = None
     scopes: str | None = None
+
+
+@dataclass(frozen=True)
+class Started:
+    """A sign-in under way: the "Connect" link under BOT_PUBLIC_URL given to the person, and
+    the authorization server's URL it redirects to."""
+
+    link: str
+    authorize: str
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,7 @@ class SignIns:
     ) -> None:
         self.store = store
         self.box = box
+        self.public_url = public_url.rstrip("/")
         self.redirect_uri = callback_url(public_url)
         self._policy = policy
         self._clock = clock
@@ -133,8 +145,8 @@ class SignIns:
 
     async def start(
         self, owner: Owner, server: ServerAuth, waiting: Mapping[str, Any] | None = None
-    ) -> str:
-        """The authorization URL to send the person to (SignInFailed says why not)."""
+    ) -> Started:
+        """The link for the person and where it leads (SignInFailed says why not)."""
         try:
             async with self._http() as http:
                 prm, meta = await self._discover(http, server.url)
@@ -151,7 +163,20 @@ class SignIns:
         state = secrets.token_urlsafe(32)
         resource = _resource(server.url, prm)
         scope = server.scopes or (" ".join(prm.scopes_supported) if prm.scopes_supported else None)
+        params = {
+            "response_type": "code",
+            "client_id": client.client_id or "",
+            "redirect_uri": self.redirect_uri,
+            "state": state,
+            "code_challenge": pkce.code_challenge,
+            "code_challenge_method": "S256",
+            "resource": resource,
+        }
+        if scope:
+            params["scope"] = scope
+        authorize = f"{meta.authorization_endpoint}?{urlencode(params)}"
         doc = {
+            "authorize": authorize,
             "verifier": pkce.code_verifier,
             "issuer": str(meta.issuer),
             "resource": resource,
@@ -171,18 +196,7 @@ class SignIns:
                 self.box.seal(json.dumps(doc, separators=(",", ":"))),
             )
         )
-        params = {
-            "response_type": "code",
-            "client_id": client.client_id or "",
-            "redirect_uri": self.redirect_uri,
-            "state": state,
-            "code_challenge": pkce.code_challenge,
-            "code_challenge_method": "S256",
-            "resource": resource,
-        }
-        if scope:
-            params["scope"] = scope
-        return f"{meta.authorization_endpoint}?{urlencode(params)}"
+        return Started(f"{self.public_url}{START_PATH}?{urlencode({'s': state})}", authorize)
 
     async def _discover(
         self, http: httpx2.AsyncClient, url: str
@@ -275,6 +289,19 @@ class SignIns:
         sealed = self.box.seal(client.model_dump_json(exclude_none=True))
         await self.store.put_client(owner.team, owner.server, issuer, sealed)
         return client
+
+    async def open_link(self, state: str) -> str:
+        """`GET /oauth/start?s=<state>`: where the link leads (the authorization server), while
+        the sign-in is pending; SignInFailed otherwise."""
+        if not state or len(state) > 256:
+            raise SignInFailed("this link carries no sign-in")
+        pending = await self.store.peek_pending(state_hash(state), self._clock())
+        if pending is None:
+            raise SignInFailed("this sign-in link was already used or has expired")
+        try:
+            return str(json.loads(self.box.open(pending.doc))["authorize"])
+        except (SecretsUnavailable, KeyError, ValueError):
+            raise SignInFailed("this sign-in cannot be read any more; start again") from None
 
     # step 2 ---------------------------------------------------------------------------------
 

@@ -64,6 +64,11 @@ class ConnectionStore(Protocol):
 
     async def add_pending(self, pending: PendingSignIn) -> None: ...
 
+    async def peek_pending(self, state_hash: str, now: float) -> PendingSignIn | None:
+        """The sign-in for that state, left in place (the link is opened before the callback);
+        None if unknown, used or expired."""
+        ...
+
     async def take_pending(self, state_hash: str, now: float) -> PendingSignIn | None:
         """The sign-in for that state, deleted as it is read; None if unknown, used or expired."""
         ...

@@ -86,6 +86,11 @@ class MongoConnections:
         await self._signins.delete_many({"expires_at": {"$lt": pending.expires_at - 86400}})
         await self._signins.insert_one({f: getattr(pending, f) for f in _PENDING})
 
+    async def peek_pending(self, state_hash: str, now: float) -> PendingSignIn | None:
+        await self._indexes()
+        doc = await self._signins.find_one({"state_hash": state_hash, "expires_at": {"$gte": now}})
+        return PendingSignIn(*(doc[f] for f in _PENDING)) if doc else None
+
     async def take_pending(self, state_hash: str, now: float) -> PendingSignIn | None:
         await self._indexes()
         doc = await self._signins.find_one_and_delete({"state_hash": state_hash})

@@ -187,6 +187,19 @@ class SqliteConnections:
 
         await self._db.call(run)
 
+    async def peek_pending(self, state_hash: str, now: float) -> PendingSignIn | None:
+        await self._schema()
+
+        def run(db: sqlite3.Connection) -> PendingSignIn | None:
+            row = db.execute(
+                "SELECT state_hash, team, person, server, expires_at, doc FROM tool_signins "
+                "WHERE state_hash = ? AND expires_at >= ?",
+                (state_hash, now),
+            ).fetchone()
+            return PendingSignIn(*row) if row else None
+
+        return await self._db.call(run)
+
     async def take_pending(self, state_hash: str, now: float) -> PendingSignIn | None:
         await self._schema()
 

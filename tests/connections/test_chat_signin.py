@@ -81,10 +81,13 @@ async def chat(make_app: Any, fake_openai: FakeOpenAI) -> AsyncIterator[Chat]:
             await runner.cleanup()
 
 
-async def browse(link: str, user: str) -> tuple[str, httpx.Response]:
+async def browse(link: str, user: str, issuer: str) -> tuple[str, httpx.Response]:
     """The person's browser: the link, the provider's login page, back to the bot's callback."""
     async with httpx.AsyncClient() as http:
-        first = await http.get(link)
+        opened = await http.get(link)  # the bot's "Connect" link
+        assert opened.status_code == 302, opened.text
+        assert opened.headers["location"].startswith(f"{issuer}/authorize?")
+        first = await http.get(opened.headers["location"])
         assert first.status_code == 302, first.text
         login = await http.get(first.headers["location"] + f"&user={user}")
         assert login.status_code == 302
@@ -128,13 +131,13 @@ async def test_two_people_connect_in_chat_and_each_call_carries_their_subject(
     assert "tickets_whoami" not in _offered(chat.model)
     assert [p for p, _ in chat.notices.sent] == ["test:T1:UA"]
     link = _link(chat.notices.sent[0][1])
-    assert link.startswith(chat.fake.issuer + "/authorize?")
+    assert link.startswith(chat.public + "/oauth/start?s=")
     tool_result = [m for m in chat.model.requests[-1]["messages"] if m["role"] == "tool"]
     assert "private message" in json.dumps(tool_result)
 
     # she signs in; her waiting question comes back through the inbox, now with her tools
     chat.model.push(tool_calls([("tickets_my_tickets", {})]), text("You have 2 open tickets."))
-    back, page = await browse(link, "alice")
+    back, page = await browse(link, "alice", chat.fake.issuer)
     assert page.status_code == 200 and "Connected" in page.text
     assert back.startswith(chat.public + "/oauth/callback?")
     await until(lambda: len(chat.answers) == 2, what="Alice's question answered again")
@@ -144,7 +147,9 @@ async def test_two_people_connect_in_chat_and_each_call_carries_their_subject(
     # the same callback again: refused, nothing answered twice
     async with httpx.AsyncClient() as http:
         replay = await http.get(back)
+        reopened = await http.get(link)  # the link itself works once too
     assert replay.status_code == 400 and "already used or has expired" in replay.text
+    assert reopened.status_code == 400 and "already used or has expired" in reopened.text
 
     # Bob in the same channel: his own link, his own subject; Alice's connection untouched
     chat.model.push(tool_calls([("tickets_connect", {})]), text("Use the link."))
@@ -152,7 +157,7 @@ async def test_two_people_connect_in_chat_and_each_call_carries_their_subject(
     await until(lambda: len(chat.answers) == 3, what="Bob's first answer")
     assert [p for p, _ in chat.notices.sent] == ["test:T1:UA", "test:T1:UB"]
     chat.model.push(tool_calls([("tickets_whoami", {})]), text("You are bob."))
-    _back, page = await browse(_link(chat.notices.sent[1][1]), "bob")
+    _back, page = await browse(_link(chat.notices.sent[1][1]), "bob", chat.fake.issuer)
     assert page.status_code == 200
     await until(lambda: len(chat.answers) == 4, what="Bob's question answered again")
     chat.model.push(tool_calls([("tickets_whoami", {})]), text("You are alice."))
@@ -195,7 +200,7 @@ async def _connect(chat: Chat, user: str, subject: str, n: int) -> None:
     await chat.say(user, f"question {n}", n)
     await until(lambda: len(chat.notices.sent) == sent + 1, what="a link")
     chat.model.push(text("ok"))
-    _back, page = await browse(_link(chat.notices.sent[-1][1]), subject)
+    _back, page = await browse(_link(chat.notices.sent[-1][1]), subject, chat.fake.issuer)
     assert page.status_code == 200
     await until(lambda: len(chat.answers) == answered + 2, what="the question answered again")
 

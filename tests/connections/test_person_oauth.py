@@ -80,8 +80,10 @@ async def browse(url: str, user: str) -> dict[str, str]:
 
 
 async def connect(w: World, owner: Owner, user: str) -> dict[str, str]:
-    url = await w.signins.start(owner, w.server, {"message": "m1"})
-    query = await browse(url, user)
+    started = await w.signins.start(owner, w.server, {"message": "m1"})
+    assert started.link.startswith(f"{PUBLIC}/oauth/start?s=")
+    assert await w.signins.open_link(started.link.split("s=")[1]) == started.authorize
+    query = await browse(started.authorize, user)
     done = await w.signins.finish(query)
     assert done.owner == owner and done.waiting == {"message": "m1"}
     return query
@@ -157,8 +159,8 @@ async def test_a_replayed_or_forged_callback_is_refused(world: World) -> None:
         await world.signins.finish({**query, "state": "made-up"})
     with pytest.raises(SignInFailed, match="no sign-in"):
         await world.signins.finish({"code": "x"})
-    url = await world.signins.start(BOB, world.server)
-    other = await browse(url, "bob")
+    started = await world.signins.start(BOB, world.server)
+    other = await browse(started.authorize, "bob")
     with pytest.raises(SignInFailed, match="another authorization server"):
         await world.signins.finish({**other, "iss": "http://evil.test"})
     with pytest.raises(SignInFailed, match="already used"):  # the state went with the attempt
@@ -167,9 +169,11 @@ async def test_a_replayed_or_forged_callback_is_refused(world: World) -> None:
 
 async def test_an_expired_link_is_refused(world: World) -> None:
     late = SignIns(world.conns, SecretBox("a passphrase for the tests only"), PUBLIC, state_ttl=-1)
-    url = await late.start(ALICE, world.server)
+    started = await late.start(ALICE, world.server)
     with pytest.raises(SignInFailed, match="expired"):
-        await late.finish(await browse(url, "alice"))
+        await late.open_link(started.link.split("s=")[1])
+    with pytest.raises(SignInFailed, match="expired"):
+        await late.finish(await browse(started.authorize, "alice"))
 
 
 async def test_no_token_or_code_in_the_store_file_or_logs(

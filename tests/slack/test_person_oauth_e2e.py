@@ -36,9 +36,12 @@ def _offered(request: dict[str, Any]) -> set[str]:
     return {t["function"]["name"] for t in request.get("tools") or []}
 
 
-async def _browse(link: str, user: str) -> tuple[str, httpx.Response]:
+async def _browse(link: str, user: str, issuer: str) -> tuple[str, httpx.Response]:
     async with httpx.AsyncClient() as http:
-        first = await http.get(link)
+        opened = await http.get(link)  # the bot's "Connect" link
+        assert opened.status_code == 302, opened.text
+        assert opened.headers["location"].startswith(f"{issuer}/authorize?")
+        first = await http.get(opened.headers["location"])
         assert first.status_code == 302, first.text
         login = await http.get(first.headers["location"] + f"&user={user}")
         assert login.status_code == 302
@@ -88,14 +91,14 @@ async def test_two_people_connect_through_slack(
 
         # Alice signs in: the page says connected, her question is answered in its thread
         fake_openai.push(tool_calls([("tickets_my_tickets", {})]), text("2 open, Alice."))
-        back_a, page = await _browse(link_a, "alice")
+        back_a, page = await _browse(link_a, "alice", fake.issuer)
         assert back_a.startswith(public + "/oauth/callback?")
         assert page.status_code == 200 and "Connected" in page.text
         await slack.wait_replies("C1", ts_a, count=2, timeout=20)
         assert slack.replies("C1", thread_ts=ts_a)[-1] == "2 open, Alice."
 
         fake_openai.push(tool_calls([("tickets_whoami", {})]), text("You are bob."))
-        _back, page = await _browse(link_b, "bob")
+        _back, page = await _browse(link_b, "bob", fake.issuer)
         assert page.status_code == 200
         await slack.wait_replies("C1", ts_b, count=2, timeout=20)
         assert fake.calls == [("alice", "my_tickets"), ("bob", "whoami")]

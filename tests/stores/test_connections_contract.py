@@ -47,7 +47,10 @@ async def test_connections_are_per_person_and_replaced(conns: ConnectionStore) -
 async def test_state_is_taken_once_and_not_after_it_expired(conns: ConnectionStore) -> None:
     await conns.add_pending(_pending("h1"))
     await conns.add_pending(_pending("h2", expires=10.0))
+    assert await conns.peek_pending("h1", now=50.0) == _pending("h1")  # left in place
+    assert await conns.peek_pending("h2", now=50.0) is None  # expired
     assert await conns.take_pending("h1", now=50.0) == _pending("h1")
+    assert await conns.peek_pending("h1", now=50.0) is None
     assert await conns.take_pending("h1", now=50.0) is None  # a replayed callback
     assert await conns.take_pending("h2", now=50.0) is None  # expired
     assert await conns.take_pending("unknown", now=0.0) is None
