@@ -3,7 +3,8 @@ Web API server, the real core, its durable inbox) against the fake protected MCP
 its authorization server: two people in one channel each get a private link (a DM from the
 app), sign in in their browser, and the callback on the Slack app's own HTTP server (under
 BOT_PUBLIC_URL) connects them; each waiting question is then answered in its thread, and each
-tool call carries its own person's subject. A replayed callback is refused. Nothing of a token
+tool call carries its own person's subject. A replayed callback is refused; a token due for
+refresh is refreshed without a new link. Nothing of a token
 or code reaches the model, Slack, the logs or the store file in plain text."""
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ async def test_two_people_connect_through_slack(
     public = f"http://127.0.0.1:{port}"
     core = await make_app(bot_public_url=public, bot_secret_key=SECRET)
     slack = await start_harness(core, port=port)
-    async with FakeOAuthMcp(access_ttl=3600) as fake:
+    async with FakeOAuthMcp(access_ttl=4) as fake:  # short-lived: refreshed 2 s before expiry
         done = await slack.ask(
             "/tools", f"install mcp name=tickets url={fake.url} auth=user", user="UADMIN"
         )
@@ -114,6 +115,16 @@ async def test_two_people_connect_through_slack(
         await slack.wait_done(ts_c, timeout=20)
         assert fake.calls[-1] == ("alice", "whoami")
         assert len(slack.fake.calls_to("chat.postMessage", channel="UALICE")) == 1
+
+        # later: her access token is due; it is refreshed, without a new link
+        await asyncio.sleep(2.2)
+        fake_openai.push(tool_calls([("tickets_whoami", {})]), text("Still alice."))
+        ts_d = await slack.mention("and now?", user="UALICE")
+        await slack.wait_done(ts_d, timeout=20)
+        assert fake.calls[-1] == ("alice", "whoami")
+        assert "refresh_token" in fake.server.token_requests
+        assert len(slack.fake.calls_to("chat.postMessage", channel="UALICE")) == 1
+        assert "replayed refresh token" not in fake.server.refused
 
         issued = fake.server.issued
         await asyncio.sleep(0)  # (everything above finished: each reply was awaited)
