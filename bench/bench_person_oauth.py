@@ -1,6 +1,6 @@
 """Per-person OAuth connections: what a sign-in and a connected person's turn cost.
 
-Against the fake protected MCP server and its authorization server (tests/fakes/oauth_mcp.py)
+Against the fake protected MCP server and its authorization server (testkit/fakes/oauth_mcp.py)
 on loopback, with the real SQLite store and the `mcp` client: `PEOPLE` people each start a
 sign-in (discovery from the 401, the team's one registration, PKCE, the sealed pending row),
 sign in, and finish it (state taken once, code exchanged, tokens sealed); then each connected
@@ -30,7 +30,7 @@ from bot.connections.signin import ServerAuth, SignIns
 from bot.secrets import SecretBox
 from bot.stores.connections import connections_of
 from bot.stores.sqlite import SqliteStore
-from tests.fakes.oauth_mcp import FakeOAuthMcp
+from testkit.fakes.oauth_mcp import FakeOAuthMcp
 from tools.mcp.connection import McpPool
 from tools.types import ToolContext
 

@@ -22,9 +22,9 @@ from bot.core import CommandRequest
 from bot.inbox import Delivery
 from bot.keys import PersonKey
 from bot.stores.inbox import InboxItem
+from testkit.fakes.oauth_mcp import FakeOAuthMcp
 from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
 from testkit.sinks import CollectingSink
-from tests.fakes.oauth_mcp import FakeOAuthMcp
 from tests.helpers import message, until
 
 KIND = "test.message"

@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from tests.fakes.oauth_mcp import FakeOAuthMcp
+from testkit.fakes.oauth_mcp import FakeOAuthMcp
 
 REDIRECT = "http://127.0.0.1:9/oauth/callback"
 

@@ -23,7 +23,7 @@ from bot.connections.signin import ServerAuth, SignInFailed, SignIns
 from bot.secrets import SecretBox
 from bot.stores.connections import ConnectionStore, connections_of
 from bot.stores.sqlite import SqliteStore
-from tests.fakes.oauth_mcp import FakeOAuthMcp
+from testkit.fakes.oauth_mcp import FakeOAuthMcp
 from tools.mcp.connection import McpPool
 from tools.types import ToolContext
 

@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 
 from testkit.fakes.discord_api import FakeDiscord
+from testkit.fakes.oauth_mcp import FakeOAuthMcp
 from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
 from tests.discord.conftest import StartDiscord
 from tests.discord.test_commands import ADMINISTRATOR, answered
 from tests.discord.test_conversation import ask, first_channel
-from tests.fakes.oauth_mcp import FakeOAuthMcp
 
 
 def _free_port() -> int:

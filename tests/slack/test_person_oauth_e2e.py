@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 import pytest
 
+from testkit.fakes.oauth_mcp import FakeOAuthMcp
 from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
 from testkit.slack_harness import SlackHarness
-from tests.fakes.oauth_mcp import FakeOAuthMcp
 from tests.slack.conftest import StartHarness
 
 SECRET = "a passphrase for the tests only"
