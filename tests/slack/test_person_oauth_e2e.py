@@ -4,7 +4,8 @@ its authorization server: two people in one channel each get a private link (a D
 app), sign in in their browser, and the callback on the Slack app's own HTTP server (under
 BOT_PUBLIC_URL) connects them; each waiting question is then answered in its thread, and each
 tool call carries its own person's subject. A replayed callback is refused; a token due for
-refresh is refreshed without a new link. Nothing of a token
+refresh is refreshed without a new link; `/tools disconnect` and `/memory forget all` take
+effect on the next turn. Nothing of a token
 or code reaches the model, Slack, the logs or the store file in plain text."""
 
 from __future__ import annotations
@@ -125,6 +126,20 @@ async def test_two_people_connect_through_slack(
         assert "refresh_token" in fake.server.token_requests
         assert len(slack.fake.calls_to("chat.postMessage", channel="UALICE")) == 1
         assert "replayed refresh token" not in fake.server.refused
+
+        # their own commands: Alice lists and disconnects; Bob forgets everything
+        listed = await slack.ask("/tools", "connections", user="UALICE")
+        assert listed["response_type"] == "ephemeral" and "`tickets` (connected" in listed["text"]
+        gone = await slack.ask("/tools", "disconnect tickets", user="UALICE")
+        assert "Disconnected `tickets`" in gone["text"]
+        forgot = await slack.ask("/memory", "forget all", user="UBOB")
+        assert forgot["response_type"] == "ephemeral"
+        for user in ("UALICE", "UBOB"):
+            fake_openai.push(text("You would need to connect first."))
+            ts = await slack.mention("my tickets?", user=user)
+            await slack.wait_done(ts, timeout=20)
+            offered = _offered(fake_openai.requests[-1])
+            assert "tickets_connect" in offered and "tickets_whoami" not in offered
 
         issued = fake.server.issued
         await asyncio.sleep(0)  # (everything above finished: each reply was awaited)
