@@ -18,8 +18,9 @@ from bot.connections.base import NeedsSignIn, Owner
 from bot.connections.signin import ServerAuth, callback_url, preregistered
 from bot.connections.tokens import PersonOAuth, SealedTokenStorage
 from bot.secrets import SecretBox, SecretsUnavailable
-from bot.stores.connections import ConnectionStore
+from bot.stores.connections import Connection, ConnectionStore
 from tools.declare import Tool
+from tools.keylocks import KeyLocks
 from tools.mcp.connection import McpPool, ServerDown
 from tools.mcp.pack import adapt
 from tools.packs.base import PackUnavailable
@@ -38,6 +39,9 @@ class PersonTools:
     ) -> None:
         self.store, self.box, self.pool = store, box, pool
         self.redirect_uri = callback_url(public_url)
+        # One person's concurrent turns share one session: the first builds it, the others wait
+        # (two built at once would close each other's).
+        self._building: KeyLocks[str] = KeyLocks()
 
     async def tools(
         self,
@@ -47,10 +51,22 @@ class PersonTools:
         allow: frozenset[str] | None,
     ) -> list[Tool]:
         """The person's tools of that install; NeedsSignIn when they must (re)connect."""
-        row = await self.store.get(owner.team, owner.person, owner.server)
-        if row is None:
-            raise NeedsSignIn("not connected")
         key = session_key(install, owner.person)
+        async with self._building.hold(key):
+            row = await self.store.get(owner.team, owner.person, owner.server)
+            if row is None:
+                raise NeedsSignIn("not connected")
+            return await self._tools(owner, key, row, server, allow)
+
+    async def _tools(
+        self,
+        owner: Owner,
+        key: str,
+        row: Connection,
+        server: ServerAuth,
+        allow: frozenset[str] | None,
+    ) -> list[Tool]:
+        install = key.partition("#")[0]
         conn = self.pool.get(key)
         auth = conn.auth if conn is not None else None
         if (

@@ -200,3 +200,13 @@ async def test_no_token_or_code_in_the_store_file_or_logs(
         assert secret.encode() not in raw
         assert secret not in logs
     world.store = await SqliteStore.open(tmp_path / "bot.db")  # for the fixture's close
+
+
+async def test_one_persons_concurrent_turns_share_one_session(world: World) -> None:
+    await connect(world, ALICE, "alice")
+    built = await asyncio.gather(
+        *(world.people.tools(ALICE, "tickets@T1", world.server, None) for _ in range(5))
+    )
+    assert len({id(tools) for tools in built}) == 1  # one session, its one adapted listing
+    assert world.pool.keys() == ["tickets@T1#slack:T1:UALICE"]
+    assert "alice" in await call(world, ALICE)
