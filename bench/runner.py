@@ -133,6 +133,11 @@ BENCHES: tuple[Bench, ...] = (
         about="prompt prefix share with and without recall",
     ),
     Bench(
+        "person_oauth",
+        "bench.bench_person_oauth",
+        about="per-person OAuth: a sign-in, a connected person's turn",
+    ),
+    Bench(
         "tools",
         "bench.bench_tools",
         quick=("--calls", "100"),

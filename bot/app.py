@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,8 @@ from bot.bot_pairs import BotPairBudget
 from bot.commands import CommandHandler
 from bot.config import Settings
 from bot.config_command import ConfigCommands
+from bot.connections.commands import ConnectionCommands
+from bot.connections.lifecycle import ConnectionsTier
 from bot.core import AdminNotice, CommandReply, CommandRequest, MessageChange
 from bot.embeddings.endpoint import EndpointEmbedder
 from bot.feedback import NO_FEEDBACK, FeedbackAnswer, FeedbackClick, FeedbackDesk
@@ -236,6 +238,13 @@ class BotApp(ServesInbox):
             self.commands.eraser.tiers.append(SettingsAuthors(self.place_settings.store))
         if self.usage is not None:
             self.commands.eraser.tiers.append(UsagePeople(self.usage, self.meter))
+        if self.toolboxes.connections is not None:  # people's own tool connections
+            self.commands.eraser.tiers.append(
+                ConnectionsTier(self.toolboxes.connections, self.toolboxes.mcp)
+            )
+            self.commands.connections = ConnectionCommands(
+                self.toolboxes.connections, self.toolboxes.mcp
+            )
         self.changes.heard = heard
         # Thumbs up/down on final replies (bot.feedback): one store write per click.
         votes = feedback_of(store)
@@ -285,6 +294,8 @@ class BotApp(ServesInbox):
         # The cross-process session lock outlives a killed holder by this much only, so a turn
         # taken over from a dead replica's inbox entry never waits out the dead turn's lock.
         self.lock_lease = max(1.0, min(claim * 0.75, 30.0))
+        if self.toolboxes.chat_signin is not None:  # a question waiting for a sign-in goes back
+            self.toolboxes.chat_signin.inbox = self.worker
         self._bg = _Background(set(), {})
         self._summary_format = 0  # index of the structured-output form the server accepts
         self.nightly: NightlySchedule | None = None  # started by start()
@@ -369,7 +380,9 @@ class BotApp(ServesInbox):
                 async with self._session_turn(session):
                     try:
                         policy = await self.policies.for_place(session.team_key, message.channel)
-                        toolbox = await self.toolboxes.for_team(session.team_key, policy)
+                        toolbox = await self.toolboxes.for_team(
+                            session.team_key, policy, message.person
+                        )
                     except StoreUnavailable:
                         log.warning(
                             "toolbox_store_unavailable", extra={"fields": {"team": session.team}}
@@ -638,6 +651,22 @@ class BotApp(ServesInbox):
 
     def set_admin_notice(self, notice: AdminNotice) -> None:
         self.admin_notice = notice
+        if self.toolboxes.chat_signin is not None:  # sign-in links go the same private way
+            self.toolboxes.chat_signin.notice = notice
+
+    async def open_sign_in(self, query: Mapping[str, str]) -> tuple[str | None, str]:
+        """`GET /oauth/start`: a "Connect" link opened (bot.connections.chat)."""
+        chat = self.toolboxes.chat_signin
+        if chat is None:
+            return None, "This bot does not offer personal connections (BOT_PUBLIC_URL unset)."
+        return await chat.open_link(query)
+
+    async def finish_sign_in(self, query: Mapping[str, str]) -> tuple[bool, str]:
+        """`GET /oauth/callback`: a person's tool sign-in ends (bot.connections.chat)."""
+        chat = self.toolboxes.chat_signin
+        if chat is None:
+            return False, "This bot does not offer personal connections (BOT_PUBLIC_URL unset)."
+        return await chat.finish(query)
 
     async def _budget_alert(self, team: str, place: str, text: str) -> None:
         """A budget crossed 80 % or 100 %: tell `BOT_ADMINS` and whoever set that budget (from

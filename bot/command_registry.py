@@ -129,7 +129,7 @@ MEMORY = Command(
 TOOLS = Command(
     name="tools",
     description="List the tool packs; admins install or remove them",
-    usage_hint="[install <pack> [key=value ...] | remove <pack>]",
+    usage_hint="[install <pack> [key=value ...] | remove <pack> | connections | disconnect <name>]",
     in_dms=False,
     subcommands=(
         Subcommand("list", "Lists the tool packs installed here", "list", _word("list")),
@@ -158,6 +158,19 @@ TOOLS = Command(
             "audit",
             _word("audit"),
             admin=True,
+        ),
+        Subcommand(
+            "connections",
+            "Lists the tool servers you connected with your own account",
+            "connections",
+            _word("connections"),
+        ),
+        Subcommand(
+            "disconnect",
+            "Removes your own connection to a tool server",
+            "disconnect <name>",
+            lambda v: f"disconnect {v.get('name') or ''}".strip(),
+            (Arg("name", "The server's pack name, from /tools connections"),),
         ),
     ),
 )

@@ -15,6 +15,7 @@ from contextlib import AbstractAsyncContextManager
 
 from bot.command_registry import MEMORY, TOOLS, help_text
 from bot.config_command import ConfigCommands
+from bot.connections.commands import ConnectionCommands
 from bot.core import CommandReply, CommandRequest
 from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.memory.erasure import Eraser, ErasureCounts, counts_of
@@ -144,6 +145,8 @@ class CommandHandler:
         # `/tools audit`: the team's audit lines, oldest first (the app's; None: none kept)
         self.audit: Callable[[TeamKey], Awaitable[list[str]]] | None = None
         self.usage: UsageCommands | None = None  # `/usage`
+        # `/tools connections` / `disconnect`: where people's own connections are kept
+        self.connections: ConnectionCommands | None = None
 
     async def handle(self, req: CommandRequest) -> CommandReply:
         refusal = too_long(req.text)
@@ -282,6 +285,13 @@ class CommandHandler:
             return await self._list_tools(team)
         if words == ["audit"]:
             return await self._audit(req, team)
+        if words[0] in ("connections", "disconnect") and self.connections is not None:
+            person = PersonKey(req.platform, req.team, req.user)
+            if words == ["connections"]:
+                return await self.connections.list(person)
+            if words[0] == "disconnect" and len(words) == 2:
+                return await self.connections.disconnect(person, words[1])
+            return CommandReply(TOOLS_HELP, ok=False)
         action, args = words[0], words[1:]
         if action not in ("install", "remove") or not args:
             return CommandReply(TOOLS_HELP, ok=False)

@@ -103,6 +103,9 @@ class Settings(BaseSettings):
     bot_retention_days: int | None = Field(default=None, ge=1)
     # Encrypts tool-pack secrets and platform installations at rest (bot.secrets); unset = plain.
     bot_secret_key: SecretStr | None = None
+    # Where people's browsers reach the bot's HTTP server (per-person tool sign-ins end at
+    # BOT_PUBLIC_URL/oauth/callback); unset: `auth=user` tool packs cannot be connected.
+    bot_public_url: str | None = None
     bot_log_level: str | None = (
         None  # default: WARNING for `bot chat` (keeps the chat readable), else INFO
     )
@@ -112,6 +115,7 @@ class Settings(BaseSettings):
         "mongodb_uri",
         "redis_url",
         "bot_secret_key",
+        "bot_public_url",
         "bot_embedding_model",
         mode="before",
     )
@@ -215,6 +219,21 @@ class Settings(BaseSettings):
     def _redis_prefix(cls, value: str) -> str:
         if not value.strip() or any(c.isspace() or c in "*?[]" for c in value):
             raise ValueError("must be non-empty, without spaces or glob characters (* ? [ ])")
+        return value
+
+    @field_validator("bot_public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from urllib.parse import urlsplit
+
+        value = value.strip().rstrip("/")
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL")
+        if parts.query or parts.fragment or parts.username or parts.password:
+            raise ValueError("must be a plain base URL (no query, fragment or credentials)")
         return value
 
     @field_validator("bot_secret_key")

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import threading
 import time
@@ -55,6 +56,12 @@ __all__ = [
     "RetryLater",
     "ServesInbox",
 ]
+
+# The inbox item whose handler is running (a turn that must be run again later, e.g. after
+# the person connected a tool server, puts the same item back: `bot.connections.chat`).
+CURRENT_ITEM: contextvars.ContextVar[InboxItem | None] = contextvars.ContextVar(
+    "inbox_item", default=None
+)
 
 log = logging.getLogger(__name__)
 
@@ -428,6 +435,7 @@ class InboxWorker:
             log.error("inbox_no_handler", extra={"fields": {"kind": entry.item.kind}})
             return False
         delivery = Delivery(entry, durable, self.inbox.note if durable and self.inbox else None)
+        CURRENT_ITEM.set(entry.item)
         try:
             await handler(delivery)
         except asyncio.CancelledError:

@@ -11,18 +11,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from bot.commands import PackCatalog, PackProbeError
 from bot.config import Settings
-from bot.keys import SessionKey, TeamKey
+from bot.connections.base import NOT_OFFERED, NeedsSignIn, Owner
+from bot.connections.lifecycle import remove_install
+from bot.keys import PersonKey, SessionKey, TeamKey
 from bot.memory.reconcile import Reconciler
 from bot.memory.remember import remember
 from bot.metrics import TOOL_BREAKER_OPENS, TOOL_BREAKER_STATE
 from bot.policy import DEFAULT_POLICY, PlacePolicy
 from bot.secrets import SecretBox, SecretsUnavailable, open_value
+from bot.stores.connections import ConnectionStore, connections_of
 from bot.stores.protocols import Cache, JsonKV, ToolboxStore
 from bot.stores.records import ToolCallLog, ToolInstall
 from bot.tool_audit import ALL_TEAMS, ToolAudit
@@ -35,6 +38,10 @@ from tools.packs import PACKS, PackConfigError, PackEnv, PackUnavailable
 from tools.registry import ToolRegistry
 from tools.selection import ToolSelector
 from tools.types import ToolCallRecord, ToolCallRequest, ToolContext
+
+if TYPE_CHECKING:
+    from bot.connections.chat import ChatSignIn
+    from bot.connections.signin import ServerAuth
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +128,17 @@ class ToolboxFactory:
             timeout=httpx.Timeout(10.0, connect=5.0), event_hooks=event_hooks(self.host_policy)
         )
         self.mcp = McpPool(self.host_policy)
+        # People's own connections to `auth=user` servers (bot.connections), on the same store.
+        self.connections: ConnectionStore | None = connections_of(store)
+        self.chat_signin: ChatSignIn | None = None
+        if (
+            self.connections is not None
+            and self.box is not None
+            and settings.bot_public_url is not None
+        ):
+            self.chat_signin = _chat_signin(
+                self.connections, self.box, self.mcp, settings.bot_public_url
+            )
         self.env = PackEnv(
             http=self.http,
             weather_api_url=settings.weather_api_url,
@@ -152,15 +170,21 @@ class ToolboxFactory:
         self.count_tokens: Callable[[list[dict[str, Any]]], int] | None = None
         self.budget = settings.bot_context_tokens
 
-    async def for_team(self, team: TeamKey, policy: PlacePolicy = DEFAULT_POLICY) -> Toolbox:
+    async def for_team(
+        self,
+        team: TeamKey,
+        policy: PlacePolicy = DEFAULT_POLICY,
+        person: PersonKey | None = None,
+    ) -> Toolbox:
         """The team's tools that `policy` allows here: packs outside its `tools` setting are
         not built at all (never offered; a call to one is an unknown tool), and `remember` is
-        left out where memory is off."""
+        left out where memory is off. `auth=user` servers are built for `person` only (the
+        speaker): their own session and token, or a tool to connect."""
         base = self.base if policy.memory else ToolRegistry([])
         installs = [i for i in await self.store.installed(team) if policy.allows_pack(i.pack)]
         if not installs:
             return self._toolbox(base, [])
-        built = await asyncio.gather(*(self._build(team, i) for i in installs))
+        built = await asyncio.gather(*(self._build(team, i, person) for i in installs))
         tools: list[Tool] = []
         taken = set(self.base.names())
         notes: list[str] = []
@@ -189,7 +213,9 @@ class ToolboxFactory:
             budget=self.budget,
         )
 
-    async def _build(self, team: TeamKey, install: ToolInstall) -> tuple[list[Tool], str]:
+    async def _build(
+        self, team: TeamKey, install: ToolInstall, person: PersonKey | None = None
+    ) -> tuple[list[Tool], str]:
         """One install's tools, or none and a note for the model when its service is down."""
         kind = install.config.get("pack", install.pack)
         pack = PACKS.get(kind)
@@ -204,7 +230,14 @@ class ToolboxFactory:
         provider = pack.name if pack.breaker_scope == "pack" else self.provider(team, install.pack)
         try:
             async with asyncio.timeout(self.build_timeout):
-                built = await pack.build_async(config, self.env, self.provider(team, install.pack))
+                if pack.name == "mcp" and config.get("auth") == "user":
+                    built, note = await self._personal(team, install.pack, config, person)
+                    if note:
+                        return [], note
+                else:
+                    built = await pack.build_async(
+                        config, self.env, self.provider(team, install.pack)
+                    )
         except PackConfigError as exc:
             log.warning("pack_config_invalid", extra={"fields": {**fields, "error": str(exc)}})
             return [], ""
@@ -220,6 +253,24 @@ class ToolboxFactory:
             )
         self._kinds[provider] = pack.name
         return [t.with_provider(provider) for t in built], ""
+
+    async def _personal(
+        self, team: TeamKey, name: str, config: dict[str, str], person: PersonKey | None
+    ) -> tuple[list[Tool], str]:
+        """An `auth=user` server for the speaker: their tools, or the tool that connects it."""
+        if person is None:  # not a person's turn (a status check): nothing to build
+            return [], ""
+        chat = self.chat_signin
+        if chat is None:
+            return [], NOT_OFFERED.format(name=name)
+        server = _server_auth(config)
+        install = self.provider(team, name)
+        owner = Owner(team.id, person.id, name)
+        allow = PACKS["mcp"].load_config(config).allowed  # type: ignore[attr-defined]
+        try:
+            return await chat.people.tools(owner, install, server, allow), ""
+        except NeedsSignIn:
+            return [chat.connect_tool(team.id, install, name, server)], ""
 
     def catalog(self) -> PackCatalog:
         """The command layer's view of the packs, with install-time checks of this bot."""
@@ -248,6 +299,14 @@ class ToolboxFactory:
                 raise PackProbeError(str(exc), forceable=False) from None
         if p.loader is None:
             return ""
+        if pack == "mcp" and config.get("auth") == "user":
+            if self.chat_signin is None:
+                raise PackProbeError(
+                    "auth=user servers need BOT_PUBLIC_URL and BOT_SECRET_KEY set by the "
+                    "operator (people sign in through the bot's HTTP server)",
+                    forceable=False,
+                )
+            return "each person connects it with their own account on first use"
         try:
             async with asyncio.timeout(self.build_timeout):
                 tools = await p.build_async(config, self.env, self.provider(team, name))
@@ -264,7 +323,9 @@ class ToolboxFactory:
         pack = PACKS.get(install.config.get("pack", install.pack))
         provider = self.provider(team, install.pack)
         parts: list[str] = []
-        if pack is not None and pack.loader is not None:
+        if install.config.get("auth") == "user":
+            parts.append("each person connects their own account")
+        elif pack is not None and pack.loader is not None:
             _tools, note = await self._build(team, install)
             conn = self.mcp.get(provider)
             if note or conn is None or conn.health != "ok":
@@ -283,6 +344,8 @@ class ToolboxFactory:
     async def _removed(self, team: TeamKey, name: str, kind: str, by: str) -> None:
         provider = self.provider(team, name)
         await self.mcp.forget(provider)
+        if self.connections is not None:  # everyone's own connections to it go too
+            await remove_install(self.connections, self.mcp, team.id, name, provider)
         self.breakers.forget(provider)
         await self.audit.record(team.id, "removed", name, kind=kind, by=by)
 
@@ -359,3 +422,28 @@ def _validate(pack: str, raw: dict[str, str]) -> dict[str, str]:
         return p.dump_config(p.load_config(raw))
     except PackConfigError as exc:
         raise ValueError(str(exc)) from None
+
+
+def _chat_signin(
+    store: ConnectionStore, box: SecretBox, pool: McpPool, public_url: str
+) -> ChatSignIn:
+    """Per-person sign-ins (imports the `mcp` SDK's auth: only when BOT_PUBLIC_URL is set)."""
+    from bot.connections.chat import ChatSignIn
+    from bot.connections.person_tools import PersonTools
+    from bot.connections.signin import SignIns
+
+    return ChatSignIn(
+        SignIns(store, box, public_url, policy=pool.policy),
+        PersonTools(store, box, pool, public_url),
+    )
+
+
+def _server_auth(config: dict[str, str]) -> ServerAuth:
+    from bot.connections.signin import ServerAuth
+
+    return ServerAuth(
+        url=config["url"],
+        client_id=config.get("client_id") or None,
+        client_secret=config.get("client_secret") or None,
+        scopes=config.get("scopes") or None,
+    )

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from bot import tracing
 from bot.approvals.desk import ApprovalDesk, Resume, declined_record
 from bot.audience import META_AUDIENCE
+from bot.connections.base import answered_by_a_sign_in_link
 from bot.feedback import META_MODEL, ReplyRef, offer_feedback
 from bot.files.intake import FileLimits
 from bot.files.prepare import FileInput, prepare_files
@@ -417,6 +418,8 @@ class TurnRunner:
         prior = find_prior_turn(
             history, msg.message_id, msg.person.id, turn_id=resume.turn_id if resume else ""
         )
+        if prior is not None and answered_by_a_sign_in_link(prior.rounds):
+            prior = None  # asked again after the person connected: a new turn, not a replay
         if prior is not None:
             result.turn_id = prior.turn_id
             if prior.reply is not None:

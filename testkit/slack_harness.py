@@ -145,8 +145,11 @@ class SlackHarness:
         core: BotCore,
         *,
         storage: SlackInstallationStorage | None = None,
+        port: int = 0,
         **config: Any,
     ) -> SlackHarness:
+        """`port`: where to serve (0: any free one; a test whose core must know its own public
+        URL, e.g. BOT_PUBLIC_URL for sign-ins, reserves one first)."""
         values: dict[str, Any] = {
             "signing_secret": SECRET,
             "bot_token": fake.bot_token,
@@ -165,7 +168,7 @@ class SlackHarness:
         # Served the way `bot slack` serves it (connection guard included), on a free port.
         runner = app_runner(create_http_app(core, cfg, storage=storage))
         await runner.setup()
-        site = GuardedSite(runner, "127.0.0.1", 0)
+        site = GuardedSite(runner, "127.0.0.1", port)
         await site.start()
         HANDLED.attach()
         return cls(fake, core, cfg, runner, site, ClientSession(), team=fake.team_id)

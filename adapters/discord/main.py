@@ -29,6 +29,7 @@ from discord.gateway import DiscordWebSocket
 
 from adapters.common.http import add_health_routes
 from adapters.common.logs import emit
+from adapters.common.oauth_callback import add_oauth_callback
 from adapters.discord.config import DiscordConfig, DiscordConfigError
 from adapters.discord.endpoints import point_discord_at
 from adapters.discord.intents import asks_for_content, go_without_content
@@ -143,6 +144,7 @@ async def run_discord(
     add_health_routes(
         web_app, core, lambda: {"discord": client.is_ready() and not client.is_closed()}
     )
+    add_oauth_callback(web_app, core)  # people's tool sign-ins end here (BOT_PUBLIC_URL)
     web_runner = web.AppRunner(web_app, access_log=None, handle_signals=False)
     await web_runner.setup()
     loop = asyncio.get_running_loop()

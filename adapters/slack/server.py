@@ -18,6 +18,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 
 from adapters.common.http import add_health_routes
 from adapters.common.logs import emit
+from adapters.common.oauth_callback import add_oauth_callback
 from adapters.slack import connguard
 from adapters.slack.app import EVENTS_PATH, INSTALL_PATH, REDIRECT_PATH, SlackRuntime
 from adapters.slack.config import SlackConfig
@@ -89,6 +90,7 @@ def build_web_app(runtime: SlackRuntime, *, events: bool = True) -> web.Applicat
     add_health_routes(app, runtime.core)
     if events:
         app.router.add_post(EVENTS_PATH, _events)
+    add_oauth_callback(app, runtime.core)  # people's tool sign-ins (bot.connections)
     if runtime.app.oauth_flow is not None:
         app.router.add_get(INSTALL_PATH, _install)
         app.router.add_get(REDIRECT_PATH, _oauth_redirect)

@@ -52,7 +52,13 @@ async def test_commands_are_synced_to_the_configured_guilds(
     assert names["config"]["contexts"] == [guild_ctx := 0]
     subs = {o["name"] for o in names["memory"]["options"]}
     assert subs == {"show", "forget"}
-    assert {o["name"] for o in names["tools"]["options"]} == {"list", "install", "remove"}
+    assert {o["name"] for o in names["tools"]["options"]} == {
+        "list",
+        "install",
+        "remove",
+        "connections",
+        "disconnect",
+    }
     guild_ctx, bot_dm_ctx = 0, 1  # Discord's interaction context types
     assert names["tools"]["contexts"] == [guild_ctx]  # tool packs belong to a guild
     assert sorted(names["memory"]["contexts"]) == [guild_ctx, bot_dm_ctx]

@@ -125,8 +125,10 @@ class McpConnection:
         call_timeout: float = 20.0,
         call_cap: float = 120.0,
         clock: Callable[[], float] = time.monotonic,
+        auth: httpx2.Auth | None = None,
     ) -> None:
         self.key = key
+        self.auth = auth  # a person's OAuth (`auth=user` packs): tokens never in `headers`
         self.call_timeout = call_timeout  # idle: seconds without an answer or progress
         self.call_cap = call_cap  # absolute: seconds a call may take, progress or not
         self.url = url
@@ -212,6 +214,7 @@ class McpConnection:
         try:
             async with httpx2.AsyncClient(
                 headers=headers,
+                auth=self.auth,
                 event_hooks=hooks,
                 timeout=httpx2.Timeout(30.0, read=300.0),
                 transport=BoundedTransport(httpx2.AsyncHTTPTransport(), self.key),
@@ -298,6 +301,11 @@ class McpConnection:
         task = asyncio.get_running_loop().create_task(aw)
         _background.add(task)
         task.add_done_callback(_background.discard)
+
+    def mark_stale(self) -> None:
+        """List the tools again on next use (a person's token is due for refresh: the listing
+        refreshes it at the turn's start, not in the middle of a tool call)."""
+        self._stale = True
 
     def _mark_up(self) -> None:
         self.health, self.detail, self.checked_at, self.failures = "ok", "", self._clock(), 0
@@ -493,7 +501,11 @@ class McpPool:
         self._conns: dict[str, McpConnection] = {}
         self._closing: set[asyncio.Task[None]] = set()
 
-    def connection(self, key: str, url: str, token: str | None) -> McpConnection:
+    def connection(
+        self, key: str, url: str, token: str | None, *, auth: httpx2.Auth | None = None
+    ) -> McpConnection:
+        """The install's session; with `auth`, a person's own (`key` names the person), kept
+        until `forget` (their sign-in changed) or its URL changes."""
         conn = self._conns.get(key)
         if conn is not None and conn.fingerprint == (url, token):
             return conn
@@ -511,12 +523,16 @@ class McpPool:
             retry_after=self.retry_after,
             call_timeout=self.call_timeout,
             call_cap=self.call_cap,
+            auth=auth,
         )
         self._conns[key] = conn
         return conn
 
     def get(self, key: str) -> McpConnection | None:
         return self._conns.get(key)
+
+    def keys(self) -> list[str]:
+        return list(self._conns)
 
     async def forget(self, key: str) -> None:
         conn = self._conns.pop(key, None)

@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import mcp_types as types
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from tools.declare import Tool
 from tools.errors import ToolBusinessError
@@ -56,6 +56,19 @@ class McpConfig(BaseModel):
     allow: Annotated[
         str | None, Field(description="Only these tools (comma-separated server tool names).")
     ] = None
+    auth: Annotated[
+        Literal["team", "user"],
+        Field(description="user: each person signs in with their own account (OAuth)."),
+    ] = "team"
+    client_id: Annotated[
+        str | None, Field(description="auth=user: a client registered at the provider.")
+    ] = None
+    client_secret: Annotated[
+        SecretStr | None, Field(description="auth=user: that client's secret, if it has one.")
+    ] = None
+    scopes: Annotated[
+        str | None, Field(description="auth=user: the scopes to ask for (space-separated).")
+    ] = None
 
     @field_validator("name")
     @classmethod
@@ -91,6 +104,16 @@ class McpConfig(BaseModel):
     def _allow(cls, value: str | None) -> str | None:
         names = sorted({n.strip() for n in (value or "").split(",") if n.strip()})
         return ",".join(names) or None
+
+    @model_validator(mode="after")
+    def _user_auth(self) -> McpConfig:
+        if self.auth == "user" and self.token is not None:
+            raise ValueError("auth=user servers take no token: each person signs in")
+        if self.auth != "user" and (self.client_id or self.client_secret or self.scopes):
+            raise ValueError("client_id, client_secret and scopes go with auth=user")
+        if self.client_secret is not None and not self.client_id:
+            raise ValueError("client_secret needs client_id")
+        return self
 
     @property
     def allowed(self) -> frozenset[str] | None:
@@ -161,6 +184,8 @@ def adapt(
 
 
 async def _load(config: McpConfig, env: PackEnv, install: str) -> list[Tool]:
+    if config.auth == "user":  # built per person by the toolbox (bot.connections)
+        raise PackUnavailable("each person connects this server with their own account")
     if env.mcp is None:
         raise PackUnavailable("MCP servers are not available in this bot")
     token = config.token.get_secret_value() if config.token is not None else None
@@ -190,7 +215,7 @@ MCP_PACK = ToolPack(
     config_model=McpConfig,
     builder=_no_sync_build,
     tool_names=(),
-    secret_keys=frozenset({"token"}),
+    secret_keys=frozenset({"token", "client_secret"}),
     loader=_load,
     named_by="name",
 )
