@@ -46,7 +46,7 @@ async def test_commands_are_synced_to_the_configured_guilds(
     names = {c["name"]: c for c in fake_discord.commands[guild]}
     assert set(names) == {"memory", "tools", "config", "usage"}
     config = {o["name"]: o for o in names["config"]["options"]}
-    assert set(config) == {"show", "set", "unset", "history"}
+    assert set(config) == {"show", "set", "unset", "history", "grants", "revoke"}
     key = next(o for o in config["set"]["options"] if o["name"] == "key")
     assert [c["value"] for c in key["choices"]][:3] == ["instructions", "model", "tools"]
     assert names["config"]["contexts"] == [guild_ctx := 0]
@@ -56,6 +56,7 @@ async def test_commands_are_synced_to_the_configured_guilds(
         "list",
         "install",
         "remove",
+        "audit",
         "connections",
         "disconnect",
     }
