@@ -35,13 +35,18 @@ class Ranked:
 class LexicalMatch:
     """Per matching entry (by position): its BM25 score, the IDF weight of the question's terms
     it holds (`information`, in nats), that weight as a share of the question's (`coverage`),
-    and how many distinct question terms it holds; and the share of the question's IDF weight
-    in terms no entry holds (`unseen`: what this scope has never heard of)."""
+    how many distinct question terms it holds (`distinct`) and how many of those are held by at
+    most `common_share` of the scope's entries (`informative`: a word most entries hold, such as
+    "message" in a channel of load-test messages or the year in dated turns, says nothing about
+    any one of them; the scope's own statistics decide, not a word list); and the share of the
+    question's IDF weight in terms no entry holds (`unseen`: what this scope has never heard
+    of)."""
 
     scores: dict[int, float] = field(default_factory=dict)
     information: dict[int, float] = field(default_factory=dict)
     coverage: dict[int, float] = field(default_factory=dict)
     distinct: dict[int, int] = field(default_factory=dict)
+    informative: dict[int, int] = field(default_factory=dict)
     unseen: float = 1.0
 
 
@@ -97,8 +102,12 @@ class ScopeCorpus:
 
     # --- lexical ------------------------------------------------------------------------------
 
-    def bm25(self, query: list[str]) -> LexicalMatch:
-        """BM25 of the question against every entry holding one of its terms."""
+    def bm25(
+        self, query: list[str], *, common_share: float = 1.0, common_min: int = 0
+    ) -> LexicalMatch:
+        """BM25 of the question against every entry holding one of its terms; a term held by
+        more than `common_share` of the entries, and by at least `common_min` of them (in a
+        handful of entries every word is in most), is not counted as `informative`."""
         found = LexicalMatch()
         n = len(self.entries)
         if not n or not query:
@@ -114,6 +123,7 @@ class ScopeCorpus:
             idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
             idf_total += idf * q
             unseen += 0.0 if posting else idf * q
+            informative = len(posting) <= common_share * n or len(posting) < common_min
             for at, tf in posting.items():
                 norm = (
                     tf
@@ -123,6 +133,8 @@ class ScopeCorpus:
                 found.scores[at] = found.scores.get(at, 0.0) + idf * norm * q
                 found.information[at] = found.information.get(at, 0.0) + idf * q
                 found.distinct[at] = found.distinct.get(at, 0) + 1
+                if informative:
+                    found.informative[at] = found.informative.get(at, 0) + 1
         if idf_total > 0:
             found.coverage = {at: m / idf_total for at, m in found.information.items()}
             found.unseen = unseen / idf_total

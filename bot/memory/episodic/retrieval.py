@@ -8,10 +8,11 @@ the scope was empty or not cached yet). A deletion in the team (erasure) bumps t
 generation and the scope is reloaded whole.
 
 Relevance (`relevant`): a question gets memories only if at least one entry matches it on what
-carries information: lexically (enough of the question's IDF weight or enough distinct terms,
-and in both cases enough IDF weight in absolute terms, so words most entries hold do not count)
+carries information: lexically (at least one term that most of the scope's entries do not hold,
+and enough of the question's IDF weight, or enough distinct terms carrying a fair share of it)
 or semantically (a cosine high in itself and above the scope's usual closeness); so an unrelated
-question brings back nothing. Past that gate, fused results need some match of either kind to
+question, or one sharing only words every message holds ("Load test message N from ..."),
+brings back nothing. Past that gate, fused results need some match of either kind to
 be kept. The constants are in `tuning.py`.
 """
 
@@ -90,11 +91,13 @@ class Retriever:
         if not len(corpus):
             return []
         query_terms = terms(f"{question} {relative_date_words(question, now)}")
-        lexical = corpus.bm25(query_terms)
+        tuning = self.tuning
+        lexical = corpus.bm25(
+            query_terms, common_share=tuning.common_share, common_min=tuning.common_min
+        )
         cosines: dict[int, float] = {}
         if query_vector is not None and self.embedder is not None:
             cosines = corpus.cosines(query_vector, self.embedder.name)
-        tuning = self.tuning
         if not relevant(lexical, cosines, tuning):
             return []
         excluded, excluded_ids = set(exclude_sources), set(exclude_ids)
@@ -156,10 +159,13 @@ class Retriever:
 def relevant(lexical: LexicalMatch, cosines: dict[int, float], tuning: Tuning) -> bool:
     """Whether any entry matches the question on what carries information (module docstring)."""
     for at, information in lexical.information.items():
-        if information < tuning.info_min:
+        if information < tuning.info_min or not lexical.informative.get(at):
             continue
-        if lexical.coverage.get(at, 0.0) >= tuning.lexical_gate or (
-            lexical.distinct.get(at, 0) >= tuning.gate_terms and lexical.unseen <= tuning.unseen_max
+        coverage = lexical.coverage.get(at, 0.0)
+        if coverage >= tuning.lexical_gate or (
+            lexical.distinct.get(at, 0) >= tuning.gate_terms
+            and coverage >= tuning.terms_coverage
+            and lexical.unseen <= tuning.unseen_max
         ):
             return True
     if not cosines:
@@ -167,6 +173,6 @@ def relevant(lexical: LexicalMatch, cosines: dict[int, float], tuning: Tuning) -
     best = max(cosines.values())
     if best < tuning.dense_gate:
         return False
-    return tuning.dense_margin <= 0 or best - float(np.median(list(cosines.values()))) >= (
-        tuning.dense_margin
-    )
+    if tuning.dense_margin <= 0 or len(cosines) < tuning.common_min:
+        return True  # a handful of entries has no "usual closeness" to stand above
+    return best - float(np.median(list(cosines.values()))) >= tuning.dense_margin
