@@ -156,10 +156,11 @@ async def test_a_small_place_whose_every_message_shares_the_word_still_recalls(
             ],
         )
         await indexer.index_session(thread)
-        hits = await Retriever(index, embedder).search(
-            SCOPE, "when does the Lisbon order ship?", now=NOW
-        )
+        retriever = Retriever(index, embedder)
+        hits = await retriever.search(SCOPE, "when does the Lisbon order ship?", now=NOW)
         assert len(hits) == 3 and "Friday" in hits[0].entry.text
+        # Its shared words are in every entry, the words it adds in none: still recalled.
+        assert await retriever.search(SCOPE, "how did the Lisbon order go overall", now=NOW)
     finally:
         await indexer.close()
         await index.close()

@@ -48,6 +48,7 @@ class LexicalMatch:
     distinct: dict[int, int] = field(default_factory=dict)
     informative: dict[int, int] = field(default_factory=dict)
     unseen: float = 1.0
+    entries: int = 0  # in the scope
 
 
 @dataclass
@@ -108,8 +109,8 @@ class ScopeCorpus:
         """BM25 of the question against every entry holding one of its terms; a term held by
         more than `common_share` of the entries, and by at least `common_min` of them (in a
         handful of entries every word is in most), is not counted as `informative`."""
-        found = LexicalMatch()
         n = len(self.entries)
+        found = LexicalMatch(entries=n)
         if not n or not query:
             return found
         avg = max(self._total_len / n, 1.0)

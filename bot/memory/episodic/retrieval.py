@@ -158,13 +158,16 @@ class Retriever:
 
 def relevant(lexical: LexicalMatch, cosines: dict[int, float], tuning: Tuning) -> bool:
     """Whether any entry matches the question on what carries information (module docstring)."""
+    # In a handful of entries every shared word is in most of them: nothing there is common,
+    # and shared terms need no share of the question's weight (the words it adds weigh more).
+    few = lexical.entries < tuning.common_min
     for at, information in lexical.information.items():
         if information < tuning.info_min or not lexical.informative.get(at):
             continue
         coverage = lexical.coverage.get(at, 0.0)
         if coverage >= tuning.lexical_gate or (
             lexical.distinct.get(at, 0) >= tuning.gate_terms
-            and coverage >= tuning.terms_coverage
+            and (few or coverage >= tuning.terms_coverage)
             and lexical.unseen <= tuning.unseen_max
         ):
             return True
