@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,24 +32,49 @@ class Ranked:
     cosine: float | None = None
 
 
+def _empty(dtype: type = np.float64) -> npt.NDArray[Any]:
+    return np.zeros(0, dtype=dtype)
+
+
 @dataclass
 class LexicalMatch:
-    """Per matching entry (by position): its BM25 score, the IDF weight of the question's terms
-    it holds (`information`, in nats), that weight as a share of the question's (`coverage`),
-    how many distinct question terms it holds (`distinct`) and how many of those are held by at
-    most `common_share` of the scope's entries (`informative`: a word most entries hold, such as
-    "message" in a channel of load-test messages or the year in dated turns, says nothing about
-    any one of them; the scope's own statistics decide, not a word list); and the share of the
-    question's IDF weight in terms no entry holds (`unseen`: what this scope has never heard
-    of)."""
+    """Per entry (arrays indexed by position, zero where it holds no question term): its BM25
+    score, the IDF weight of the question's terms it holds (`information`, in nats), that
+    weight as a share of the question's (`coverage`), how many distinct question terms it holds
+    (`distinct`) and how many of those are held by at most `common_share` of the scope's entries
+    (`informative`: a word most entries hold, such as "message" in a channel of load-test
+    messages or the year in dated turns, says nothing about any one of them; the scope's own
+    statistics decide, not a word list); `matched`, the positions holding any; and the share of
+    the question's IDF weight in terms no entry holds (`unseen`: what this scope has never
+    heard of). Arrays, not dicts: at 100,000 entries a common term's postings are most of
+    them."""
 
-    scores: dict[int, float] = field(default_factory=dict)
-    information: dict[int, float] = field(default_factory=dict)
-    coverage: dict[int, float] = field(default_factory=dict)
-    distinct: dict[int, int] = field(default_factory=dict)
-    informative: dict[int, int] = field(default_factory=dict)
+    scores: npt.NDArray[np.float64] = field(default_factory=_empty)
+    information: npt.NDArray[np.float64] = field(default_factory=_empty)
+    coverage: npt.NDArray[np.float64] = field(default_factory=_empty)
+    distinct: npt.NDArray[np.int32] = field(default_factory=lambda: _empty(np.int32))
+    informative: npt.NDArray[np.int32] = field(default_factory=lambda: _empty(np.int32))
+    matched: npt.NDArray[np.intp] = field(default_factory=lambda: _empty(np.intp))
     unseen: float = 1.0
     entries: int = 0  # in the scope
+
+
+@dataclass
+class Cosines:
+    """The question's cosine with every entry embedded by the model asked for: `rows` (their
+    positions) and `sims`, aligned."""
+
+    rows: npt.NDArray[np.intp] = field(default_factory=lambda: _empty(np.intp))
+    sims: npt.NDArray[np.float32] = field(default_factory=lambda: _empty(np.float32))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def at(self, n: int) -> npt.NDArray[np.float64]:
+        """Per position of a scope of `n` entries: the cosine, 0 where there is none."""
+        out = np.zeros(n, dtype=np.float64)
+        out[self.rows] = self.sims
+        return out
 
 
 @dataclass
@@ -58,9 +84,13 @@ class ScopeCorpus:
     _tf: list[Counter[str]] = field(default_factory=list)
     _len: list[int] = field(default_factory=list)
     _postings: dict[str, dict[int, int]] = field(default_factory=dict)
+    _arrays: dict[str, tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]] = field(
+        default_factory=dict
+    )  # a term's postings as (positions, term frequencies), made when first asked for
+    _lengths: npt.NDArray[np.float64] | None = None
     _total_len: int = 0
     _matrix: npt.NDArray[np.float32] | None = None
-    _matrix_rows: list[int] = field(default_factory=list)
+    _matrix_rows: npt.NDArray[np.intp] = field(default_factory=lambda: _empty(np.intp))
     _matrix_model: str | None = None
     _matrix_dirty: bool = True
 
@@ -92,6 +122,8 @@ class ScopeCorpus:
         self._total_len += self._len[at]
         for term, n in tf.items():
             self._postings.setdefault(term, {})[at] = n
+            self._arrays.pop(term, None)
+        self._lengths = None
         self._matrix_dirty = True
 
     def _remove_terms(self, at: int) -> None:
@@ -99,9 +131,21 @@ class ScopeCorpus:
             posting = self._postings.get(term)
             if posting is not None:
                 posting.pop(at, None)
+            self._arrays.pop(term, None)
         self._total_len -= self._len[at]
 
     # --- lexical ------------------------------------------------------------------------------
+
+    def _posting(self, term: str) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+        arrays = self._arrays.get(term)
+        if arrays is None:
+            posting = self._postings.get(term, {})
+            arrays = (
+                np.fromiter(posting.keys(), dtype=np.intp, count=len(posting)),
+                np.fromiter(posting.values(), dtype=np.float64, count=len(posting)),
+            )
+            self._arrays[term] = arrays
+        return arrays
 
     def bm25(
         self, query: list[str], *, common_share: float = 1.0, common_min: int = 0
@@ -113,37 +157,42 @@ class ScopeCorpus:
         found = LexicalMatch(entries=n)
         if not n or not query:
             return found
+        if self._lengths is None:
+            self._lengths = np.asarray(self._len, dtype=np.float64)
         avg = max(self._total_len / n, 1.0)
-        qtf = Counter(query)
+        scores, information = np.zeros(n), np.zeros(n)
+        distinct, informative = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int32)
         idf_total = unseen = 0.0
-        for term, q in qtf.items():
-            posting = self._postings.get(term, {})
+        for term, q in Counter(query).items():
+            rows, tf = self._posting(term)
             # A term found nowhere weighs like the rarest term found (df 1) in the coverage:
             # what the scope cannot match should lower relevance, not swamp it.
-            df = max(len(posting), 1)
+            df = max(len(rows), 1)
             idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
             idf_total += idf * q
-            unseen += 0.0 if posting else idf * q
-            informative = len(posting) <= common_share * n or len(posting) < common_min
-            for at, tf in posting.items():
-                norm = (
-                    tf
-                    * (BM25_K1 + 1)
-                    / (tf + BM25_K1 * (1 - BM25_B + BM25_B * self._len[at] / avg))
-                )
-                found.scores[at] = found.scores.get(at, 0.0) + idf * norm * q
-                found.information[at] = found.information.get(at, 0.0) + idf * q
-                found.distinct[at] = found.distinct.get(at, 0) + 1
-                if informative:
-                    found.informative[at] = found.informative.get(at, 0) + 1
+            if not len(rows):
+                unseen += idf * q
+                continue
+            lengths = self._lengths[rows]
+            norm = tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * lengths / avg))
+            scores[rows] += idf * norm * q
+            information[rows] += idf * q
+            distinct[rows] += 1
+            if len(rows) <= common_share * n or len(rows) < common_min:
+                informative[rows] += 1
+        found.scores, found.information = scores, information
+        found.distinct, found.informative = distinct, informative
+        found.matched = np.flatnonzero(distinct)
         if idf_total > 0:
-            found.coverage = {at: m / idf_total for at, m in found.information.items()}
+            found.coverage = information / idf_total
             found.unseen = unseen / idf_total
+        else:
+            found.coverage = np.zeros(n)
         return found
 
     # --- dense --------------------------------------------------------------------------------
 
-    def cosines(self, query: npt.NDArray[np.float32], model: str) -> dict[int, float]:
+    def cosines(self, query: npt.NDArray[np.float32], model: str) -> Cosines:
         """Cosine of the question with every entry embedded by `model` (others are skipped:
         vectors of two models are never compared)."""
         if self._matrix_dirty or self._matrix_model != model:
@@ -152,7 +201,7 @@ class ScopeCorpus:
                 for i, e in enumerate(self.entries)
                 if e.embedder == model and e.vector is not None
             ]
-            self._matrix_rows = rows
+            self._matrix_rows = np.asarray(rows, dtype=np.intp)
             self._matrix = (
                 np.asarray([self.entries[i].vector for i in rows], dtype=np.float32)
                 if rows
@@ -160,9 +209,9 @@ class ScopeCorpus:
             )
             self._matrix_model, self._matrix_dirty = model, False
         if self._matrix is None or self._matrix.shape[1] != query.shape[-1]:
-            return {}
-        sims = self._matrix @ query.reshape(-1)
-        return {self._matrix_rows[i]: float(s) for i, s in enumerate(sims)}
+            return Cosines()
+        sims = self._matrix @ query.reshape(-1).astype(np.float32)
+        return Cosines(self._matrix_rows, sims)
 
 
 def fuse(lexical: list[int], dense: list[int], tuning: Tuning) -> dict[int, float]:
