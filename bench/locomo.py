@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.locomo_distractors import MAX_DISTRACTORS, run_distractors
 from bench.locomo_folds import (
     PRECISION_TARGET,
     Conversation,
@@ -67,10 +68,10 @@ BEFORE = Tuning(
     dense_weight=0.5,
     lexical_gate=0.5,
     gate_terms=2,
-    unseen_max=1.0,
     common_share=1.0,
     common_min=10,
     terms_coverage=0.0,
+    unseen_max=1.0,
     info_min=0.0,
     dense_gate=0.45,
     dense_margin=0.0,
@@ -118,20 +119,31 @@ def _evidence(qa: dict[str, Any]) -> set[str]:
 async def replay(
     sample: dict[str, Any], root: Path, embedder: Embedder | None
 ) -> tuple[Retriever, MemoryScope, dict[str, str], datetime, int, float, list[Any]]:
+    store = await SqliteStore.open(root / "bot.db")
+    index = await SqliteMemoryIndex.open(root / "memory.db")
+    indexer = Indexer(store, index, embedder)
+    started = time.perf_counter()
+    scope, source_to_dia, now, turns = await write_conversation(sample, store, indexer)
+    ingest_s = time.perf_counter() - started
+    closers = [store, index]
+    return (Retriever(index, embedder), scope, source_to_dia, now, turns, ingest_s, closers)
+
+
+async def write_conversation(
+    sample: dict[str, Any], store: Any, indexer: Indexer
+) -> tuple[MemoryScope, dict[str, str], datetime, int]:
+    """The conversation through the real write path: (its place's scope, source id -> dia_id,
+    "now" for its questions, turns written)."""
     conv = sample["conversation"]
     sample_id = _user_id(str(sample.get("sample_id", "conv")))
     team = TeamKey("locomo", sample_id)
     session = SessionKey("locomo", sample_id, "conversation")
-    store = await SqliteStore.open(root / "bot.db")
-    index = await SqliteMemoryIndex.open(root / "memory.db")
-    indexer = Indexer(store, index, embedder)
     source_to_dia: dict[str, str] = {}
     numbers = sorted(
         int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k) and conv[k]
     )
     last = datetime(2000, 1, 1, tzinfo=UTC)
     turns = 0
-    started = time.perf_counter()
     for n in numbers:
         when = parse_date(str(conv.get(f"session_{n}_date_time", "")))
         last = max(last, when)
@@ -160,18 +172,8 @@ async def replay(
             source_to_dia[f"{message.session}#{message.seq}"] = dia
         turns += len(stored)
         await indexer.index_session(session)
-    ingest_s = time.perf_counter() - started
     scope = MemoryScope(team, (place_id("locomo", sample_id, "conversation"),))
-    closers = [store, index]
-    return (
-        Retriever(index, embedder),
-        scope,
-        source_to_dia,
-        last + timedelta(days=1),
-        turns,
-        ingest_s,
-        closers,
-    )
+    return scope, source_to_dia, last + timedelta(days=1), turns
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -195,6 +197,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await retriever.search(scope, "warm up", now=now, limit=1)
                 convs.append(conversation(retriever, scope, to_dia, now, sample))
             result = await figures_of(convs, ks, args.folds, embedder is not None)
+            if sizes := _sizes(args.distractors):
+                result["distractors"] = await run_distractors(
+                    data, sizes, ks, embedder, _replay_into(embedder), parse_date, _turn_text
+                )
         finally:
             for closer in closers:
                 await closer.close()
@@ -213,6 +219,31 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "speed_reference_ms": round(reference_ms(), 1),
     }
+
+
+def _sizes(spec: str) -> list[int]:
+    sizes = [int(part) for part in spec.split(",") if part.strip()]
+    if any(n < 0 or n > MAX_DISTRACTORS for n in sizes):
+        raise SystemExit(f"--distractors: each N must be within 0..{MAX_DISTRACTORS:,}")
+    return sizes
+
+
+def _replay_into(embedder: Embedder | None) -> Any:
+    async def replay_into(
+        sample: dict[str, Any], store: Any, index: Any, indexer: Indexer
+    ) -> tuple[Retriever, MemoryScope, dict[str, str], datetime, list[Question], int]:
+        scope, to_dia, now, turns = await write_conversation(sample, store, indexer)
+        return Retriever(index, embedder), scope, to_dia, now, conversation_questions(sample), turns
+
+    return replay_into
+
+
+def conversation_questions(sample: dict[str, Any]) -> list[Question]:
+    return [
+        Question(str(qa["question"]), int(qa["category"]), _evidence(qa))
+        for qa in sample.get("qa", [])
+        if int(qa.get("category", 0)) in CATEGORIES and _evidence(qa)
+    ]
 
 
 def conversation(
@@ -371,6 +402,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_false",
         help="skip the k-fold grid (only the full-dev figures)",
     )
+    parser.add_argument(
+        "--distractors",
+        default="",
+        help="comma-separated N: also measure each conversation mixed with N other turns of "
+        "its audience (bench/locomo_distractors.py), e.g. 0,10000,100000",
+    )
     parser.add_argument("--api-key", default=None, help="for an endpoint embedder")
     parser.add_argument("--base-url", default=None, help="for an endpoint embedder")
     args = parser.parse_args(argv)
@@ -382,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
 
         args.api_key = os.environ.get("OPENAI_API_KEY")
         args.base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
+    _sizes(args.distractors)  # a bad list is refused before anything is replayed
     result = asyncio.run(run(args))
     print(f"LoCoMo retrieval — {result['data']} — embedder {result['embedder']}")
     print(f"questions (categories 1-4): {result['questions']}")
@@ -413,6 +451,13 @@ def main(argv: list[str] | None = None) -> int:
         for name, at in held["per_category"].items():
             print(f"    {name:<12}: {_at(at)}")
         _print_precision(held)
+    for row in result.get("distractors", []):
+        q = row["query_ms"]
+        print(
+            f"with {row['distractors']:,} distractor turns ({row['backend']}, "
+            f"{row['entries_per_place']:,} entries a place): recall {_at(row['recall_at'])}, "
+            f"query p50 {q['p50']} ms, p95 {q['p95']} ms, distractor ingest {row['ingest_s']} s"
+        )
     ing = result["ingest"]
     print(f"ingest: {ing['turns']} turns in {ing['seconds']} s ({ing['turns_per_s']} turns/s)")
     print(f"peak memory: {result['peak_rss_mb']} MB")
