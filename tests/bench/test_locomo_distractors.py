@@ -80,3 +80,22 @@ def test_the_bench_reports_recall_and_latency_with_distractors(
 def test_a_distractor_count_out_of_range_is_refused_before_any_work(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="within 0"):
         locomo.main(["--data", str(tmp_path / "unread.json"), "--distractors", "-5"])
+
+
+def test_with_a_mongodb_uri_it_measures_mongodb_too(
+    tmp_path: Path, mongoeco_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BENCH_MONGODB_URI (mongoeco here) adds MongoDB rows: the same recall as SQLite, since
+    the same turns go through the same write and retrieval paths."""
+    monkeypatch.setenv("BENCH_MONGODB_URI", mongoeco_uri)
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps(DATA), encoding="utf-8")
+    out = tmp_path / "result.json"
+    args = ["--data", str(data), "--embedder", "none", "--no-folds", "--json", str(out)]
+    assert locomo.main([*args, "--distractors", "12"]) == 0
+    rows = json.loads(out.read_text())["distractors"]
+    assert [(r["backend"], r["entries_per_place"]) for r in rows] == [
+        ("sqlite", 18),
+        ("mongodb", 18),
+    ]
+    assert rows[0]["recall_at"] == rows[1]["recall_at"]
