@@ -169,6 +169,7 @@ def grid(base: Tuning, dense: bool) -> list[Tuning]:
         "terms_coverage": [0.0, 0.2, 0.3],
         "lexical_gate": [0.4, 0.5, 0.6],
         "gate_terms": [2, 3],
+        "hop_weight": [0.0, 1.0],
     }
     if dense:
         axes = {
@@ -177,6 +178,7 @@ def grid(base: Tuning, dense: bool) -> list[Tuning]:
             "dense_margin": [0.0, 0.2],
             "dense_weight": [0.25, 0.5],
             "rrf_k": [5, 10, 20],
+            "hop_weight": [0.0, 0.5, 1.0],
         }
     names = list(axes)
     return [

@@ -190,6 +190,12 @@ class ScopeCorpus:
             found.coverage = np.zeros(n)
         return found
 
+    def rarest(self, at: int, skip: set[str], count: int = 3) -> list[str]:
+        """The `count` terms of entry `at` held by the fewest entries, apart from `skip`."""
+        own = [t for t in self._tf[at] if t not in skip]
+        own.sort(key=lambda t: (len(self._postings.get(t, ())), t))
+        return own[:count]
+
     # --- dense --------------------------------------------------------------------------------
 
     def cosines(self, query: npt.NDArray[np.float32], model: str) -> Cosines:

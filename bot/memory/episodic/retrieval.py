@@ -119,6 +119,23 @@ class Retriever:
         by_meaning = _best(cosines.rows, closeness, matching, kept, tuning.candidates)
         fused = fuse(by_terms, by_meaning, tuning)
         best = sorted(fused, key=lambda a: (-fused[a], a))[:limit]
+        if tuning.hop_weight > 0 and best:
+            # A second hop: the question again with the rarest words of its best hits (the
+            # person, object or place they name), for the turn that shares those rather than
+            # the question's words (multi-hop questions); ranked and fused like the others.
+            asked = set(query_terms)
+            seeds = [
+                t
+                for at in best[: tuning.hop_seeds]
+                for t in corpus.rarest(at, asked, tuning.hop_terms)
+            ]
+            hop = corpus.bm25(query_terms + seeds)
+            by_hop = _best(
+                hop.matched, hop.scores, matching | (hop.scores > 0), kept, tuning.candidates
+            )
+            for rank, at in enumerate(by_hop, start=1):
+                fused[at] = fused.get(at, 0.0) + tuning.hop_weight / (tuning.rrf_k + rank)
+            best = sorted(fused, key=lambda a: (-fused[a], a))[:limit]
         return [
             Ranked(
                 entry=corpus.entries[at],
