@@ -129,10 +129,11 @@ class Retriever:
                 for at in best[: tuning.hop_seeds]
                 for t in corpus.rarest(at, asked, tuning.hop_terms)
             ]
-            hop = corpus.bm25(query_terms + seeds)
-            by_hop = _best(
-                hop.matched, hop.scores, matching | (hop.scores > 0), kept, tuning.candidates
-            )
+            # BM25 adds up per term: the question's scores plus those of the new words alone.
+            added = corpus.bm25(seeds)
+            scores = lexical.scores + added.scores if len(added.scores) else lexical.scores
+            rows = np.union1d(lexical.matched, added.matched)
+            by_hop = _best(rows, scores, matching | (scores > 0), kept, tuning.candidates)
             for rank, at in enumerate(by_hop, start=1):
                 fused[at] = fused.get(at, 0.0) + tuning.hop_weight / (tuning.rrf_k + rank)
             best = sorted(fused, key=lambda a: (-fused[a], a))[:limit]
