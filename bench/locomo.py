@@ -200,7 +200,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             result = await figures_of(convs, ks, args.folds, embedder is not None)
             if sizes := _sizes(args.distractors):
                 result["distractors"] = await run_distractors(
-                    data, sizes, ks, embedder, _replay_into(embedder), parse_date, _turn_text
+                    data,
+                    sizes,
+                    ks,
+                    embedder,
+                    _replay_into(embedder),
+                    parse_date,
+                    _turn_text,
+                    progress=_print_distractor_row,
                 )
         finally:
             for closer in closers:
@@ -370,6 +377,16 @@ def figures(result: dict[str, Any]) -> list[Figure]:
     return out
 
 
+def _print_distractor_row(row: dict[str, Any]) -> None:
+    q = row["query_ms"]
+    print(
+        f"with {row['distractors']:,} distractor turns ({row['backend']}, "
+        f"{row['entries_per_place']:,} entries a place): recall {_at(row['recall_at'])}, "
+        f"query p50 {q['p50']} ms, p95 {q['p95']} ms, distractor ingest {row['ingest_s']} s",
+        flush=True,
+    )
+
+
 def _at(recall: dict[str, float]) -> str:
     return "  ".join(f"@{k} {v * 100:.1f}%" for k, v in recall.items())
 
@@ -452,13 +469,6 @@ def main(argv: list[str] | None = None) -> int:
         for name, at in held["per_category"].items():
             print(f"    {name:<12}: {_at(at)}")
         _print_precision(held)
-    for row in result.get("distractors", []):
-        q = row["query_ms"]
-        print(
-            f"with {row['distractors']:,} distractor turns ({row['backend']}, "
-            f"{row['entries_per_place']:,} entries a place): recall {_at(row['recall_at'])}, "
-            f"query p50 {q['p50']} ms, p95 {q['p95']} ms, distractor ingest {row['ingest_s']} s"
-        )
     ing = result["ingest"]
     print(f"ingest: {ing['turns']} turns in {ing['seconds']} s ({ing['turns_per_s']} turns/s)")
     print(f"peak memory: {result['peak_rss_mb']} MB")

@@ -27,7 +27,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -211,11 +211,13 @@ async def run_distractors(
     replay_into: Any,
     parse_date: Any,
     turn_text: Any,
+    progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per (backend, N): recall@k over every conversation's questions, query latency,
     and the ingest time of the distractors. `replay_into(sample, store, index, indexer)`
     writes a conversation and returns (retriever, scope, to_dia, now, questions, turns); its
-    retriever embeds questions with `embedder` itself (their real cost, no cache)."""
+    retriever embeds questions with `embedder` itself (their real cost, no cache). Each row
+    goes to `progress` as soon as it is measured (a 100,000 run takes a while)."""
     vectors = TextVectors(embedder) if embedder is not None else None
     sessions = {i: source_sessions(s, parse_date, turn_text) for i, s in enumerate(data)}
     taken = {sp for ss in sessions.values() for s in ss for sp in s.speakers}
@@ -278,4 +280,6 @@ async def run_distractors(
                     "ingest_s": round(ingest_s, 1),
                 }
             )
+            if progress is not None:
+                progress(rows[-1])
     return rows
