@@ -2,6 +2,7 @@
 
     python -m bench.locomo --data ../shared/data/locomo/locomo_dev.json \
         [--k 5,10,25] [--embedder local|none|NAME] [--json PATH] [--conversations N]
+        [--no-folds] [--distractors 0,10000,100000]
 
 Each conversation is replayed session by session, with its dates, through the real write path:
 its turns are appended to a conversation store (SQLite, in a temporary directory) as messages of
@@ -19,6 +20,8 @@ Query latency includes embedding the question. Nothing here is tuned per convers
 question. `--json PATH` writes the result with its figures (`bench.report`); the targets (issue
 9) are for the local embedder: recall@10 ≥ 70 %, recall@25 ≥ 82 %, query p95 < 30 ms.
 `--conversations N` replays only the first N (a quick run; figures not comparable).
+`--distractors N,...` also measures every conversation mixed with N other turns of its audience
+(bench/locomo_distractors.py says how they are made).
 """
 
 from __future__ import annotations
