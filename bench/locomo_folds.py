@@ -165,17 +165,20 @@ def grid(base: Tuning, dense: bool) -> list[Tuning]:
     """A small grid around `base`: the gate's constants, and the fusion's when there is a
     dense ranking (without one, fusion does not change the order)."""
     axes: dict[str, list[Any]] = {
-        "info_min": [0.0, 1.5, 2.5, 3.5],
+        "common_share": [0.2, 0.5, 1.0],
+        "terms_coverage": [0.0, 0.2, 0.3],
         "lexical_gate": [0.4, 0.5, 0.6],
         "gate_terms": [2, 3],
+        "hop_weight": [0.0, 1.0],
     }
     if dense:
         axes = {
-            "info_min": [0.0, base.info_min],
+            "terms_coverage": [0.0, 0.2],
             "dense_gate": [0.4, 0.45, 0.5],
-            "dense_margin": [0.0, 0.1, 0.2],
+            "dense_margin": [0.0, 0.2],
             "dense_weight": [0.25, 0.5],
             "rrf_k": [5, 10, 20],
+            "hop_weight": [0.0, 0.5, 1.0],
         }
     names = list(axes)
     return [

@@ -105,10 +105,6 @@ async def retriever(tmp_path: Path, embedder: Embedder | None) -> AsyncIterator[
         await store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 25: no gate setting measured yet both refuses this and keeps LoCoMo recall",
-)
 async def test_sharing_only_uninformative_words_recalls_nothing(retriever: Retriever) -> None:
     # Shares "load", "test", "message" (and "from") with every other thread's messages.
     for n, question in enumerate(
@@ -128,3 +124,44 @@ async def test_sharing_a_rare_name_or_number_recalls_it(retriever: Retriever) ->
         hits = await retriever.search(SCOPE, load_message(200, "U99", question), now=NOW)
         assert hits, question
         assert "48213" in hits[0].entry.text, question
+
+
+async def test_a_small_place_whose_every_message_shares_the_word_still_recalls(
+    tmp_path: Path, embedder: Embedder | None
+) -> None:
+    """In three messages every word is in most of them: "common" (the gate's uninformative
+    words) and "usual closeness" only mean something in a place of ten entries or more."""
+    store = await SqliteStore.open(tmp_path / "bot.db")
+    index = await SqliteMemoryIndex.open(tmp_path / "memory.db")
+    indexer = Indexer(store, index, embedder)
+    thread = SessionKey("slack", TEAM, CHANNEL)
+    said = [
+        "the Lisbon order ships on Friday",
+        "the Lisbon order is late again",
+        "the Lisbon order needs a customs form",
+    ]
+    try:
+        await store.append(
+            thread,
+            [
+                NewMessage(
+                    role="user",
+                    content=text,
+                    speaker=PersonKey("slack", TEAM, "U01").id,
+                    turn_id=f"t{n}",
+                    name="U01",
+                    meta=message_meta(sent_at=START + timedelta(minutes=n), private_place=False),
+                )
+                for n, text in enumerate(said)
+            ],
+        )
+        await indexer.index_session(thread)
+        retriever = Retriever(index, embedder)
+        hits = await retriever.search(SCOPE, "when does the Lisbon order ship?", now=NOW)
+        assert len(hits) == 3 and "Friday" in hits[0].entry.text
+        # Its shared words are in every entry, the words it adds in none: still recalled.
+        assert await retriever.search(SCOPE, "how did the Lisbon order go overall", now=NOW)
+    finally:
+        await indexer.close()
+        await index.close()
+        await store.close()

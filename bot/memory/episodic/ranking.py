@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,18 +32,49 @@ class Ranked:
     cosine: float | None = None
 
 
+def _empty(dtype: type = np.float64) -> npt.NDArray[Any]:
+    return np.zeros(0, dtype=dtype)
+
+
 @dataclass
 class LexicalMatch:
-    """Per matching entry (by position): its BM25 score, the IDF weight of the question's terms
-    it holds (`information`, in nats), that weight as a share of the question's (`coverage`),
-    and how many distinct question terms it holds; and the share of the question's IDF weight
-    in terms no entry holds (`unseen`: what this scope has never heard of)."""
+    """Per entry (arrays indexed by position, zero where it holds no question term): its BM25
+    score, the IDF weight of the question's terms it holds (`information`, in nats), that
+    weight as a share of the question's (`coverage`), how many distinct question terms it holds
+    (`distinct`) and how many of those are held by at most `common_share` of the scope's entries
+    (`informative`: a word most entries hold, such as "message" in a channel of load-test
+    messages or the year in dated turns, says nothing about any one of them; the scope's own
+    statistics decide, not a word list); `matched`, the positions holding any; and the share of
+    the question's IDF weight in terms no entry holds (`unseen`: what this scope has never
+    heard of). Arrays, not dicts: at 100,000 entries a common term's postings are most of
+    them."""
 
-    scores: dict[int, float] = field(default_factory=dict)
-    information: dict[int, float] = field(default_factory=dict)
-    coverage: dict[int, float] = field(default_factory=dict)
-    distinct: dict[int, int] = field(default_factory=dict)
+    scores: npt.NDArray[np.float64] = field(default_factory=_empty)
+    information: npt.NDArray[np.float64] = field(default_factory=_empty)
+    coverage: npt.NDArray[np.float64] = field(default_factory=_empty)
+    distinct: npt.NDArray[np.int32] = field(default_factory=lambda: _empty(np.int32))
+    informative: npt.NDArray[np.int32] = field(default_factory=lambda: _empty(np.int32))
+    matched: npt.NDArray[np.intp] = field(default_factory=lambda: _empty(np.intp))
     unseen: float = 1.0
+    entries: int = 0  # in the scope
+
+
+@dataclass
+class Cosines:
+    """The question's cosine with every entry embedded by the model asked for: `rows` (their
+    positions) and `sims`, aligned."""
+
+    rows: npt.NDArray[np.intp] = field(default_factory=lambda: _empty(np.intp))
+    sims: npt.NDArray[np.float32] = field(default_factory=lambda: _empty(np.float32))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def at(self, n: int) -> npt.NDArray[np.float64]:
+        """Per position of a scope of `n` entries: the cosine, 0 where there is none."""
+        out = np.zeros(n, dtype=np.float64)
+        out[self.rows] = self.sims
+        return out
 
 
 @dataclass
@@ -52,9 +84,13 @@ class ScopeCorpus:
     _tf: list[Counter[str]] = field(default_factory=list)
     _len: list[int] = field(default_factory=list)
     _postings: dict[str, dict[int, int]] = field(default_factory=dict)
+    _arrays: dict[str, tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]] = field(
+        default_factory=dict
+    )  # a term's postings as (positions, term frequencies), made when first asked for
+    _lengths: npt.NDArray[np.float64] | None = None
     _total_len: int = 0
     _matrix: npt.NDArray[np.float32] | None = None
-    _matrix_rows: list[int] = field(default_factory=list)
+    _matrix_rows: npt.NDArray[np.intp] = field(default_factory=lambda: _empty(np.intp))
     _matrix_model: str | None = None
     _matrix_dirty: bool = True
 
@@ -62,7 +98,10 @@ class ScopeCorpus:
         return len(self._pos)
 
     def upsert(self, entry: MemoryEntry) -> None:
-        """Add an entry, or replace one with the same id (a re-embedded copy)."""
+        """Add an entry, or replace one with the same id (a re-embedded copy). A new entry is
+        appended to the arrays the ranking reads (postings, lengths, vectors) rather than
+        making them again: in a place of 100,000 entries that took over a second, on the next
+        turn after every write."""
         at = self._pos.get(entry.id)
         if at is not None:
             if self.entries[at].stamp == entry.stamp:
@@ -73,12 +112,15 @@ class ScopeCorpus:
                 return
             self._remove_terms(at)
             self.entries[at] = entry
+            self._matrix_dirty = True
+            added = False
         else:
             at = len(self.entries)
             self._pos[entry.id] = at
             self.entries.append(entry)
             self._tf.append(Counter())
             self._len.append(0)
+            added = True
         tf = Counter(terms(entry.text))
         if LEXICAL_CONTEXT and entry.context:
             tf.update(terms(entry.context))
@@ -86,51 +128,104 @@ class ScopeCorpus:
         self._total_len += self._len[at]
         for term, n in tf.items():
             self._postings.setdefault(term, {})[at] = n
-        self._matrix_dirty = True
+            arrays = self._arrays.get(term)
+            if arrays is not None:  # `at` is not in it (new, or the term is new to the entry)
+                self._arrays[term] = (np.append(arrays[0], at), np.append(arrays[1], float(n)))
+        if self._lengths is not None:
+            if added:
+                self._lengths = np.append(self._lengths, float(self._len[at]))
+            else:
+                self._lengths[at] = self._len[at]
+        if added and not self._matrix_dirty:
+            self._append_vector(at, entry)
+
+    def _append_vector(self, at: int, entry: MemoryEntry) -> None:
+        if entry.embedder != self._matrix_model or entry.vector is None:
+            return  # not compared with this model's question vectors
+        if self._matrix is None or len(entry.vector) != self._matrix.shape[1]:
+            self._matrix_dirty = True
+            return
+        n = len(self._matrix_rows)
+        if n == len(self._matrix):  # full: double the buffer
+            grown = np.empty((max(2 * n, 64), self._matrix.shape[1]), dtype=np.float32)
+            grown[:n] = self._matrix
+            self._matrix = grown
+        self._matrix[n] = entry.vector
+        self._matrix_rows = np.append(self._matrix_rows, at)
 
     def _remove_terms(self, at: int) -> None:
         for term in self._tf[at]:
             posting = self._postings.get(term)
             if posting is not None:
                 posting.pop(at, None)
+            self._arrays.pop(term, None)
         self._total_len -= self._len[at]
 
     # --- lexical ------------------------------------------------------------------------------
 
-    def bm25(self, query: list[str]) -> LexicalMatch:
-        """BM25 of the question against every entry holding one of its terms."""
-        found = LexicalMatch()
+    def _posting(self, term: str) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+        arrays = self._arrays.get(term)
+        if arrays is None:
+            posting = self._postings.get(term, {})
+            arrays = (
+                np.fromiter(posting.keys(), dtype=np.intp, count=len(posting)),
+                np.fromiter(posting.values(), dtype=np.float64, count=len(posting)),
+            )
+            self._arrays[term] = arrays
+        return arrays
+
+    def bm25(
+        self, query: list[str], *, common_share: float = 1.0, common_min: int = 0
+    ) -> LexicalMatch:
+        """BM25 of the question against every entry holding one of its terms; a term held by
+        more than `common_share` of the entries, and by at least `common_min` of them (in a
+        handful of entries every word is in most), is not counted as `informative`."""
         n = len(self.entries)
+        found = LexicalMatch(entries=n)
         if not n or not query:
             return found
+        if self._lengths is None:
+            self._lengths = np.asarray(self._len, dtype=np.float64)
         avg = max(self._total_len / n, 1.0)
-        qtf = Counter(query)
+        scores, information = np.zeros(n), np.zeros(n)
+        distinct, informative = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int32)
         idf_total = unseen = 0.0
-        for term, q in qtf.items():
-            posting = self._postings.get(term, {})
+        for term, q in Counter(query).items():
+            rows, tf = self._posting(term)
             # A term found nowhere weighs like the rarest term found (df 1) in the coverage:
             # what the scope cannot match should lower relevance, not swamp it.
-            df = max(len(posting), 1)
+            df = max(len(rows), 1)
             idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
             idf_total += idf * q
-            unseen += 0.0 if posting else idf * q
-            for at, tf in posting.items():
-                norm = (
-                    tf
-                    * (BM25_K1 + 1)
-                    / (tf + BM25_K1 * (1 - BM25_B + BM25_B * self._len[at] / avg))
-                )
-                found.scores[at] = found.scores.get(at, 0.0) + idf * norm * q
-                found.information[at] = found.information.get(at, 0.0) + idf * q
-                found.distinct[at] = found.distinct.get(at, 0) + 1
+            if not len(rows):
+                unseen += idf * q
+                continue
+            lengths = self._lengths[rows]
+            norm = tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * lengths / avg))
+            scores[rows] += idf * norm * q
+            information[rows] += idf * q
+            distinct[rows] += 1
+            if len(rows) <= common_share * n or len(rows) < common_min:
+                informative[rows] += 1
+        found.scores, found.information = scores, information
+        found.distinct, found.informative = distinct, informative
+        found.matched = np.flatnonzero(distinct)
         if idf_total > 0:
-            found.coverage = {at: m / idf_total for at, m in found.information.items()}
+            found.coverage = information / idf_total
             found.unseen = unseen / idf_total
+        else:
+            found.coverage = np.zeros(n)
         return found
+
+    def rarest(self, at: int, skip: set[str], count: int = 3) -> list[str]:
+        """The `count` terms of entry `at` held by the fewest entries, apart from `skip`."""
+        own = [t for t in self._tf[at] if t not in skip]
+        own.sort(key=lambda t: (len(self._postings.get(t, ())), t))
+        return own[:count]
 
     # --- dense --------------------------------------------------------------------------------
 
-    def cosines(self, query: npt.NDArray[np.float32], model: str) -> dict[int, float]:
+    def cosines(self, query: npt.NDArray[np.float32], model: str) -> Cosines:
         """Cosine of the question with every entry embedded by `model` (others are skipped:
         vectors of two models are never compared)."""
         if self._matrix_dirty or self._matrix_model != model:
@@ -139,17 +234,18 @@ class ScopeCorpus:
                 for i, e in enumerate(self.entries)
                 if e.embedder == model and e.vector is not None
             ]
-            self._matrix_rows = rows
+            self._matrix_rows = np.asarray(rows, dtype=np.intp)
             self._matrix = (
                 np.asarray([self.entries[i].vector for i in rows], dtype=np.float32)
                 if rows
                 else None
             )
             self._matrix_model, self._matrix_dirty = model, False
-        if self._matrix is None or self._matrix.shape[1] != query.shape[-1]:
-            return {}
-        sims = self._matrix @ query.reshape(-1)
-        return {self._matrix_rows[i]: float(s) for i, s in enumerate(sims)}
+        n = len(self._matrix_rows)
+        if self._matrix is None or not n or self._matrix.shape[1] != query.shape[-1]:
+            return Cosines()
+        sims = self._matrix[:n] @ query.reshape(-1).astype(np.float32)
+        return Cosines(self._matrix_rows, sims)
 
 
 def fuse(lexical: list[int], dense: list[int], tuning: Tuning) -> dict[int, float]:

@@ -8,10 +8,11 @@ the scope was empty or not cached yet). A deletion in the team (erasure) bumps t
 generation and the scope is reloaded whole.
 
 Relevance (`relevant`): a question gets memories only if at least one entry matches it on what
-carries information: lexically (enough of the question's IDF weight or enough distinct terms,
-and in both cases enough IDF weight in absolute terms, so words most entries hold do not count)
+carries information: lexically (at least one term that most of the scope's entries do not hold,
+and enough of the question's IDF weight, or enough distinct terms carrying a fair share of it)
 or semantically (a cosine high in itself and above the scope's usual closeness); so an unrelated
-question brings back nothing. Past that gate, fused results need some match of either kind to
+question, or one sharing only words every message holds ("Load test message N from ..."),
+brings back nothing. Past that gate, fused results need some match of either kind to
 be kept. The constants are in `tuning.py`.
 """
 
@@ -19,15 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
+import numpy.typing as npt
 from cachetools import LRUCache
 
 from bot.embeddings.base import Embedder, EmbeddingError, Vectors
-from bot.memory.episodic.ranking import LexicalMatch, Ranked, ScopeCorpus, fuse
+from bot.memory.episodic.ranking import Cosines, LexicalMatch, Ranked, ScopeCorpus, fuse
 from bot.memory.episodic.text import relative_date_words, terms
 from bot.memory.episodic.tuning import DEFAULT, Tuning
 from bot.stores.memory_index import MemoryIndex, MemoryScope
@@ -90,38 +92,57 @@ class Retriever:
         if not len(corpus):
             return []
         query_terms = terms(f"{question} {relative_date_words(question, now)}")
-        lexical = corpus.bm25(query_terms)
-        cosines: dict[int, float] = {}
+        tuning = self.tuning
+        lexical = corpus.bm25(
+            query_terms, common_share=tuning.common_share, common_min=tuning.common_min
+        )
+        cosines = Cosines()
         if query_vector is not None and self.embedder is not None:
             cosines = corpus.cosines(query_vector, self.embedder.name)
-        tuning = self.tuning
         if not relevant(lexical, cosines, tuning):
             return []
+        n = len(corpus.entries)
+        coverage, closeness = lexical.coverage, cosines.at(n)
+        embedded = np.zeros(n, dtype=bool)
+        embedded[cosines.rows] = True
+        # Past the gate, an entry needs some match of either kind to be ranked at all.
+        matching = (coverage >= tuning.lexical_floor) | (closeness >= tuning.dense_floor)
         excluded, excluded_ids = set(exclude_sources), set(exclude_ids)
-        coverage = lexical.coverage
 
-        def usable(at: int) -> bool:
-            if (
-                coverage.get(at, 0.0) < tuning.lexical_floor
-                and cosines.get(at, 0.0) < tuning.dense_floor
-            ):
-                return False
+        def kept(at: int) -> bool:
             if corpus.entries[at].id in excluded_ids:
                 return False
             sources = corpus.entries[at].source_ids
             return not (excluded and sources and all(s in excluded for s in sources))
 
-        scores = lexical.scores
-        by_terms = [at for at in sorted(scores, key=lambda a: -scores[a]) if usable(at)]
-        by_meaning = [at for at in sorted(cosines, key=lambda a: -cosines[a]) if usable(at)]
-        fused = fuse(by_terms[: tuning.candidates], by_meaning[: tuning.candidates], tuning)
+        by_terms = _best(lexical.matched, lexical.scores, matching, kept, tuning.candidates)
+        by_meaning = _best(cosines.rows, closeness, matching, kept, tuning.candidates)
+        fused = fuse(by_terms, by_meaning, tuning)
         best = sorted(fused, key=lambda a: (-fused[a], a))[:limit]
+        if tuning.hop_weight > 0 and best:
+            # A second hop: the question again with the rarest words of its best hits (the
+            # person, object or place they name), for the turn that shares those rather than
+            # the question's words (multi-hop questions); ranked and fused like the others.
+            asked = set(query_terms)
+            seeds = [
+                t
+                for at in best[: tuning.hop_seeds]
+                for t in corpus.rarest(at, asked, tuning.hop_terms)
+            ]
+            # BM25 adds up per term: the question's scores plus those of the new words alone.
+            added = corpus.bm25(seeds)
+            scores = lexical.scores + added.scores if len(added.scores) else lexical.scores
+            rows = np.union1d(lexical.matched, added.matched)
+            by_hop = _best(rows, scores, matching | (scores > 0), kept, tuning.candidates)
+            for rank, at in enumerate(by_hop, start=1):
+                fused[at] = fused.get(at, 0.0) + tuning.hop_weight / (tuning.rrf_k + rank)
+            best = sorted(fused, key=lambda a: (-fused[a], a))[:limit]
         return [
             Ranked(
                 entry=corpus.entries[at],
                 score=fused[at],
-                lexical=coverage.get(at, 0.0),
-                cosine=cosines.get(at),
+                lexical=float(coverage[at]),
+                cosine=float(closeness[at]) if embedded[at] else None,
             )
             for at in best
         ]
@@ -153,20 +174,57 @@ class Retriever:
         return cached
 
 
-def relevant(lexical: LexicalMatch, cosines: dict[int, float], tuning: Tuning) -> bool:
+def _best(
+    rows: npt.NDArray[np.intp],
+    score: npt.NDArray[np.float64],
+    matching: npt.NDArray[np.bool_],
+    kept: Callable[[int], bool],
+    count: int,
+) -> list[int]:
+    """The `count` best positions among `rows` by `score` (ties: the earlier entry first) that
+    match and are `kept`: the top is found by partition, not by sorting every row."""
+    rows = rows[matching[rows]]
+    if not len(rows):
+        return []
+    take = count
+    while True:
+        if take < len(rows):
+            top = rows[np.argpartition(-score[rows], take)[:take]]
+        else:
+            top = rows
+        order = top[np.lexsort((top, -score[top]))]
+        out = [int(at) for at in order if kept(int(at))][:count]
+        if len(out) >= count or take >= len(rows):
+            return out
+        take *= 4  # some of the top were excluded (already in the context): look further
+
+
+def relevant(lexical: LexicalMatch, cosines: Cosines, tuning: Tuning) -> bool:
     """Whether any entry matches the question on what carries information (module docstring)."""
-    for at, information in lexical.information.items():
-        if information < tuning.info_min:
-            continue
-        if lexical.coverage.get(at, 0.0) >= tuning.lexical_gate or (
-            lexical.distinct.get(at, 0) >= tuning.gate_terms and lexical.unseen <= tuning.unseen_max
-        ):
+    # In a handful of entries every shared word is in most of them: nothing there is common,
+    # and shared terms need no share of the question's weight (the words it adds weigh more).
+    few = lexical.entries < tuning.common_min
+    at = lexical.matched
+    if len(at):
+        coverage = lexical.coverage[at]
+        enough_terms = (lexical.distinct[at] >= tuning.gate_terms) & (
+            few | (coverage >= tuning.terms_coverage)
+        )
+        passes = (
+            (lexical.information[at] >= tuning.info_min)
+            & (lexical.informative[at] > 0)
+            & (
+                (coverage >= tuning.lexical_gate)
+                | (enough_terms & (lexical.unseen <= tuning.unseen_max))
+            )
+        )
+        if passes.any():
             return True
-    if not cosines:
+    if not len(cosines):
         return False
-    best = max(cosines.values())
+    best = float(cosines.sims.max())
     if best < tuning.dense_gate:
         return False
-    return tuning.dense_margin <= 0 or best - float(np.median(list(cosines.values()))) >= (
-        tuning.dense_margin
-    )
+    if tuning.dense_margin <= 0 or len(cosines) < tuning.common_min:
+        return True  # a handful of entries has no "usual closeness" to stand above
+    return best - float(np.median(cosines.sims)) >= tuning.dense_margin
