@@ -4,22 +4,24 @@ sending `block_actions` as Slack does for an ephemeral message, and a real MCP s
 records its calls. A read runs at once; a write waits for the requester's buttons (ephemeral,
 in the thread); a stranger's click is refused; Approve runs the tool once, also when the click
 comes twice; Deny and expiry are told to the model; a process that never saw the turn takes the
-click (a restart); `approve=none` and "Approve always"."""
+click (a restart); `approve=none` and "Approve always"; clicks and the sweep over Socket Mode."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 
+from adapters.slack import SlackConfig, run_slack
 from adapters.slack.approvals import request_blocks
 from bot.stores.approvals import Approval
 from testkit.fakes.mcp_server import FakeMcp
 from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
 from testkit.fakes.slack_api import Ephemeral, FakeSlack, invalid_blocks
-from testkit.slack_harness import SlackHarness
+from testkit.slack_harness import HANDLED, SlackHarness, event_body, new_ts
 
 CREATE = ("tix_create_ticket", {"title": "printer on fire", "priority": 1})
 APPROVE, ALWAYS, DENY = "bot_approval_approve", "bot_approval_always", "bot_approval_deny"
@@ -233,3 +235,77 @@ def test_fake_refuses_what_slack_refuses() -> None:
         assert invalid_blocks([{"type": "actions", "elements": [bad_button]}]), bad_button
     assert invalid_blocks([{"type": "actions", "elements": [button, button]}])  # same action_id
     assert not invalid_blocks([{"type": "actions", "elements": [button]}])
+
+
+async def test_socket_mode_takes_clicks_and_sweeps(
+    fake_slack: FakeSlack, make_app: Any, fake_openai: FakeOpenAI, mcp: FakeMcp
+) -> None:
+    core = await make_app(bot_approval_ttl=2.0)
+    config = SlackConfig(
+        bot_token=fake_slack.bot_token,
+        app_token=fake_slack.app_token,
+        api_url=fake_slack.api_url,
+        http_host="127.0.0.1",
+        http_port=0,
+        working_reaction_delay=0.0,
+        approval_sweep_seconds=0.2,
+    )
+    stop = asyncio.Event()
+    HANDLED.attach()
+    runner = asyncio.create_task(run_slack(core, config, stop=stop))
+    try:
+        await fake_slack.wait_for(lambda: fake_slack.socket_connected, timeout=10)
+        url = fake_slack.response_url()
+        command = {
+            "command": "/tools",
+            "text": f"install mcp name=tix url={mcp.url}",
+            "user_id": "UADMIN",
+            "channel_id": "C1",
+            "team_id": "T0TEST",
+            "response_url": url,
+        }
+        await fake_slack.send_envelope(command, kind="slash_commands")
+        await fake_slack.wait_for(lambda: bool(fake_slack.answers_at(url)), timeout=10)
+
+        async def ask() -> tuple[str, Ephemeral]:
+            ts, before = new_ts(), len(fake_slack.ephemerals)
+            event = {"type": "app_mention", "user": "U1", "text": "<@UBOT> a ticket please"}
+            await fake_slack.send_envelope(
+                event_body({**event, "ts": ts, "channel": "C1"}, team="T0TEST")
+            )
+            await fake_slack.wait_for(lambda: len(fake_slack.ephemerals) > before, timeout=20)
+            return ts, fake_slack.ephemerals[-1]
+
+        fake_openai.push(tool_calls([CREATE]), text("Opened T-101."))
+        ts, request = await ask()
+        clicked = await fake_slack.send_envelope(
+            fake_slack.button_click(request, APPROVE), kind="interactive"
+        )
+        await fake_slack.wait_for(
+            lambda: any(a.get("envelope_id") == clicked for a in fake_slack.socket_acks)
+        )
+        assert (await wait_clicks(1)) == ["decided"]
+        assert [m.text for m in fake_slack.bot_messages("C1", ts)][-1] == "Opened T-101."
+        assert len(mcp.created) == 1
+
+        fake_openai.push(tool_calls([CREATE]), text("Nobody approved it."))
+        ts, request = await ask()
+        await fake_slack.wait_for(
+            lambda: (
+                [m.text for m in fake_slack.bot_messages("C1", ts)][-1:] == ["Nobody approved it."]
+            ),
+            timeout=20,
+        )
+        assert len(mcp.created) == 1
+    finally:
+        stop.set()
+        await asyncio.wait_for(runner, timeout=30)
+        HANDLED.detach()
+
+
+async def wait_clicks(count: int, timeout: float = 20.0) -> list[str]:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while len(HANDLED.approvals) < count:
+        assert asyncio.get_running_loop().time() < deadline, HANDLED.approvals
+        await asyncio.sleep(0.02)
+    return list(HANDLED.approvals)
