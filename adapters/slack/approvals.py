@@ -42,6 +42,7 @@ from bot.approvals.desk import Choice, Resume
 from bot.approvals.render import argument_lines, minutes
 from bot.core import BotCore, DecidesApprovals
 from bot.keys import PersonKey, SessionKey
+from bot.messages import ReplySink
 from bot.stores.approvals import Approval
 
 _LOG = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ EXPIRED = "That request expired"
 
 Ack = Callable[..., Awaitable[Any]]
 Respond = Callable[..., Awaitable[Any]]
-SinkFor = Callable[[AsyncWebClient, Resume], Any]  # a ReplySink for the resumed turn
+SinkFor = Callable[[AsyncWebClient, Resume], ReplySink]  # where a resumed turn answers
 ClientFor = Callable[[str, str | None], Awaitable[AsyncWebClient | None]]
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -230,16 +231,16 @@ class SlackReplySink:
         t = self._target
         for approval in self._asks:
             try:
+                send = functools.partial(
+                    self._api.chat_postEphemeral,
+                    channel=t.channel,
+                    user=t.user,
+                    thread_ts=t.thread_ts,
+                    text=request_fallback(approval),
+                    blocks=request_blocks(approval),
+                )
                 await self._required(
-                    "chat.postEphemeral",
-                    lambda a=approval: self._api.chat_postEphemeral(  # type: ignore[misc]
-                        channel=t.channel,
-                        user=t.user,
-                        thread_ts=t.thread_ts,
-                        text=request_fallback(a),
-                        blocks=request_blocks(a),
-                    ),
-                    bound=self._config.final_wait_seconds,
+                    "chat.postEphemeral", send, bound=self._config.final_wait_seconds
                 )
             except Exception as exc:  # the request stays pending; it expires and is told
                 api_failed(_LOG, "chat.postEphemeral", exc, channel=t.channel)

@@ -186,6 +186,10 @@ async def test_approve_none_and_approve_always(
     assert await slack.wait_replies("C1", free, timeout=20) == ["Opened T-103."]
     assert len(mcp.created) == 3 and len(slack.fake.ephemerals) == 2
 
+    audit = (await slack.ask("/tools", "audit", user="UADMIN"))["text"]
+    assert "`tix_create_ticket`" in audit and "approved by U1" in audit, audit
+    assert "asked by U2 in C1: waiting" in audit
+
 
 def test_request_blocks_are_valid_and_cut_long_values() -> None:
     args = {"title": "x" * 5000, "note": "<!channel> & <@U2>", **{f"k{i}": i for i in range(20)}}
