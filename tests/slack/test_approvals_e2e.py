@@ -116,6 +116,24 @@ async def test_read_at_once_write_waits_stranger_refused_approve_runs_once(
     assert len(fake_openai.requests) == 4  # nothing more asked of the model
 
 
+async def test_the_click_is_acked_before_the_tool_runs(
+    start: Start, fake_openai: FakeOpenAI, mcp: FakeMcp
+) -> None:
+    slack = await start()
+    await install(slack, mcp)
+    mcp.held_titles.add("printer on fire")  # the write waits until the test lets it go
+    fake_openai.push(tool_calls([CREATE]), text("Ticket T-101 is open."))
+    ts, request = await asked(slack, "open a ticket: printer on fire")
+    # Slack wants the ack within 3 s: it comes while the approved write is still running.
+    await asyncio.wait_for(click(slack, slack.fake.button_click(request, APPROVE)), timeout=3)
+    await slack.fake.wait_for(lambda: bool(mcp.started), timeout=20)
+    assert mcp.created == [] and request.text.startswith("Approved")
+    mcp.writes_released.set()
+    assert await slack.wait_approval_clicks(1, timeout=20) == ["decided"]
+    assert slack.replies("C1", ts)[-1] == "Ticket T-101 is open."
+    assert len(mcp.created) == 1
+
+
 async def test_deny_and_expiry_are_told_to_the_model(
     start: Start, fake_openai: FakeOpenAI, mcp: FakeMcp
 ) -> None:
