@@ -64,6 +64,7 @@ class HandledLog(logging.Handler):
         super().__init__(logging.DEBUG)
         self.lines: list[tuple[str | None, str]] = []  # (event id, outcome)
         self.commands: int = 0  # `slack_command_answered` lines: a command's work is over
+        self.approvals: list[str] = []  # `slack_approval_handled` outcomes: a click is done
         self._users = 0
         self._level = logging.NOTSET
 
@@ -73,6 +74,8 @@ class HandledLog(logging.Handler):
             self.lines.append((fields.get("event_id"), str(fields.get("outcome"))))
         elif record.msg == "slack_command_answered":
             self.commands += 1
+        elif record.msg == "slack_approval_handled":
+            self.approvals.append(str(getattr(record, "fields", {}).get("outcome")))
 
     def attach(self) -> None:
         if self._users == 0:
@@ -92,6 +95,7 @@ class HandledLog(logging.Handler):
             logger.setLevel(self._level)
             self.lines.clear()
             self.commands = 0
+            self.approvals.clear()
 
     def outcomes(self, event_ids: Collection[str]) -> list[str]:
         """Outcomes logged so far for these event ids (one per delivery handled)."""
@@ -472,6 +476,16 @@ class SlackHarness:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{HANDLED.commands} of {count} commands answered")
             await asyncio.sleep(0.01)
+
+    async def wait_approval_clicks(self, count: int, *, timeout: float = 10.0) -> list[str]:
+        """Until `count` approval clicks (of any harness in this process) were done with: the
+        decision answered and a turn it completed resumed; their outcomes, in order."""
+        deadline = time.monotonic() + timeout
+        while len(HANDLED.approvals) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{HANDLED.approvals} of {count} approval clicks handled")
+            await asyncio.sleep(0.01)
+        return list(HANDLED.approvals)
 
     async def wait_done(self, message_ts: str, *, timeout: float = 5.0) -> None:
         """Until the bot cleared its working reaction on that message (the turn has finished)."""

@@ -28,6 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
+from adapters.slack.approvals import ApprovalSweep
 from adapters.slack.clients import client_like
 from adapters.slack.config import SlackConfig, SlackConfigError
 from adapters.slack.handlers import SlackHandlers
@@ -162,6 +163,7 @@ class SlackRuntime:
             core, config, self.tasks, self.installation_store, client_for=self.client_for
         )
         self.handlers.register(self.app)
+        self.sweep = ApprovalSweep(core, config, self.client_for, self.handlers.resumed_sink)
         self._session: aiohttp.ClientSession | None = None
 
     async def client_for(self, team: str, enterprise: str | None) -> AsyncWebClient | None:
@@ -184,6 +186,7 @@ class SlackRuntime:
             self.client.session = self._session
         self.handlers.guard.start()
         self.core.serve_inbox(INBOX_KIND, self.handlers.on_queued)
+        self.sweep.start()
         if self.single_team is not None:
             identity = await self.single_team.identity()
             if identity is None:
@@ -200,6 +203,7 @@ class SlackRuntime:
     async def stop(self) -> None:
         """Stop taking inbox entries and finish in-flight answers (bounded; the rest are handed
         back for another replica), then close the session."""
+        await self.sweep.stop()
         handed_back = await self.core.stop_inbox(self.config.shutdown_grace_seconds)
         if handed_back:
             emit(_LOG, "slack_handed_back", entries=handed_back)

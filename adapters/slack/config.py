@@ -98,6 +98,8 @@ class SlackConfig:
     body_timeout: float = 10.0
     idle_timeout: float = 10.0
     shutdown_grace_seconds: float = 20.0
+    # How often approval requests past BOT_APPROVAL_TTL are looked for (`adapters.slack.approvals`).
+    approval_sweep_seconds: float = 5.0
 
     @property
     def socket_mode(self) -> bool:

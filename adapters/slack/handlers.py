@@ -27,6 +27,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.common.loadguard import LoopGuard
 from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
+from adapters.slack.approvals import ACTIONS as APPROVAL_ACTIONS
+from adapters.slack.approvals import SlackApprovals
 from adapters.slack.channels import ChannelDirectory
 from adapters.slack.commands import COMMANDS, SlashCommands
 from adapters.slack.config import SlackConfig
@@ -43,6 +45,7 @@ from adapters.slack.threads import ThreadTracker, earlier_fetcher, find_earlier_
 from adapters.slack.traits import INBOX_KIND as INBOX_KIND
 from adapters.slack.users import UserDirectory
 from bot import metrics
+from bot.approvals.desk import Resume
 from bot.core import BotCore, NotifiesAdmins, heard_all
 from bot.feedback import reply_deleted
 from bot.inbox import Delivery, InboxItem, RetryLater
@@ -129,6 +132,7 @@ class SlackHandlers:
             core.set_admin_notice(SlackAdminNotice(self.client_for))
         self.home = AppHome(core, self.users)
         self.feedback = SlackFeedback(core, tasks)
+        self.approvals = SlackApprovals(core, tasks, self.resumed_sink)
         # Messages deleted in Slack, seen here: a turn still waiting for one is not run (the
         # deletion, queued after it in the same conversation, erases what it stored anyway).
         self.deleted: TTLCache[tuple[str, str, str], bool] = TTLCache(20_000, 3600.0)
@@ -146,6 +150,8 @@ class SlackHandlers:
             app.command(f"/{name}")(self.commands.on_command)
         # Thumbs up/down on final replies (`block_actions` of the feedback buttons).
         app.action(FEEDBACK_ACTION)(self.feedback.on_click)
+        # Approve / Approve always / Deny on an approval request (`block_actions`).
+        app.action(APPROVAL_ACTIONS)(self.approvals.on_click)
         # Subscribed in the manifest in both modes: acknowledged and logged even without an
         # installation store (single workspace), so Bolt never answers Slack 404.
         app.event("app_uninstalled")(self.on_app_uninstalled)
@@ -560,6 +566,20 @@ class SlackHandlers:
             return await self._run_turn(message, sink, durable=delivery.durable)
         finally:
             self._turns.release()
+
+    def resumed_sink(self, client: AsyncWebClient, resume: Resume) -> SlackReplySink:
+        """The sink of a turn resumed after its approvals, in the thread it was asked in: built
+        from what the approval stored, so a process that never saw the turn can answer."""
+        msg = resume.message
+        target = ReplyTarget(
+            team=msg.team,
+            channel=msg.channel,
+            user=msg.user,
+            message_ts=msg.message_id or msg.thread or "",
+            thread_ts=msg.thread,
+            assistant_thread=msg.is_dm and msg.thread is not None,
+        )
+        return SlackReplySink(client, target, self.config, self.caps)
 
     async def _is_private(self, client: AsyncWebClient, route: Route) -> bool:
         if route.is_dm:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from adapters.common.logs import emit
+from adapters.slack.approvals import request_blocks, request_fallback, waiting_line
 from adapters.slack.budget import WebApiBudget, retry_after
 from adapters.slack.clients import client_like
 from adapters.slack.config import SlackConfig
@@ -40,6 +42,7 @@ from adapters.slack.feedback import feedback_block
 from adapters.slack.mrkdwn import markdown_to_mrkdwn, split_message, truncate
 from bot import metrics
 from bot.feedback import ReplyRef
+from bot.stores.approvals import Approval
 
 _LOG = logging.getLogger(__name__)
 
@@ -142,6 +145,7 @@ class SlackReplySink:
         self._flusher: asyncio.Task[None] | None = None
         self._finished = False
         self._rated: ReplyRef | None = None  # the reply's turn: its last message gets buttons
+        self._asks: list[Approval] = []  # approval requests, shown after the reply
         self._first_delta_at = 0.0
         self.posted: list[str] = []  # ts of every message this sink created
         self._on_posted = on_posted
@@ -215,6 +219,35 @@ class SlackReplySink:
         """The final reply answers a turn: its last message carries the feedback buttons."""
         self._rated = ref
 
+    async def ask_approval(self, approvals: list[Approval]) -> str:
+        """Calls wait for the requester (`bot.approvals`): the reply says so in the thread,
+        then `finish` shows them the buttons (`adapters.slack.approvals`)."""
+        self._asks = list(approvals)
+        return waiting_line(self._asks, self._target.user)
+
+    async def _show_asks(self) -> None:
+        """One ephemeral per request, to the requester in the thread (posted after the reply:
+        Slack shows an ephemeral in a thread only once the thread exists)."""
+        t = self._target
+        for approval in self._asks:
+            try:
+                send = functools.partial(
+                    self._api.chat_postEphemeral,
+                    channel=t.channel,
+                    user=t.user,
+                    thread_ts=t.thread_ts,
+                    text=request_fallback(approval),
+                    blocks=request_blocks(approval),
+                )
+                await self._required(
+                    "chat.postEphemeral", send, bound=self._config.final_wait_seconds
+                )
+            except Exception as exc:  # the request stays pending; it expires and is told
+                api_failed(_LOG, "chat.postEphemeral", exc, channel=t.channel)
+        if self._asks:
+            emit(_LOG, "slack_approval_asked", requests=len(self._asks))
+        self._asks = []
+
     def _final_blocks(self, text: str) -> list[dict[str, Any]]:
         """The last message's blocks: its text (a message with blocks shows them, not its
         `text`) in sections of at most 3,000 characters, then the feedback buttons; [] when
@@ -268,6 +301,8 @@ class SlackReplySink:
             metrics.ERRORS.labels("slack", "reply_failed").inc()
             emit(_LOG, "slack_reply_failed", logging.ERROR, error=type(exc).__name__)
         finally:
+            if self._asks:  # after the reply (the thread exists), before the status clears
+                await self._show_asks()
             await self._clear_status()
         emit(
             _LOG,

@@ -83,6 +83,27 @@ class Message:
             self.body = value
 
 
+@dataclass
+class Ephemeral:
+    """An ephemeral message (chat.postEphemeral): seen by `user` only, never in history.
+    `shown` is False when it was posted in a thread that did not exist yet (Slack: "ephemeral
+    messages in threads are only shown if there is already an active thread")."""
+
+    ts: str
+    channel: str
+    user: str
+    thread_ts: str | None
+    body: str
+    blocks: list[Any] = field(default_factory=list)
+    shown: bool = True
+    replaced: int = 0  # times a response_url replaced it (replace_original)
+    deleted: bool = False
+
+    @property
+    def text(self) -> str:
+        return _blocks_text(self.blocks) if self.blocks else self.body
+
+
 def _blocks_text(blocks: list[Any]) -> str:
     """The visible text of simple blocks (section/markdown/rich text), enough for tests."""
     parts: list[str] = []
@@ -116,6 +137,29 @@ def _feedback_button(value: Any) -> bool:
         and isinstance(value.get("value"), str)
         and 0 < len(value["value"]) <= 2000
         and (label is None or (isinstance(label, str) and 0 < len(label) <= 75))
+    )
+
+
+def _button(element: dict[str, Any]) -> bool:
+    """A Block Kit `button` as its reference gives it: plain_text text of at most 75
+    characters, action_id and value of at most 255 and 2,000, style primary or danger only."""
+    if set(element) - {
+        "type",
+        "text",
+        "action_id",
+        "value",
+        "url",
+        "style",
+        "confirm",
+        "accessibility_label",
+    }:
+        return False
+    action_id, value, style = element.get("action_id"), element.get("value"), element.get("style")
+    return (
+        _text_object(element.get("text"), limit=75, plain_only=True)
+        and (action_id is None or (isinstance(action_id, str) and 0 < len(action_id) <= 255))
+        and (value is None or (isinstance(value, str) and 0 < len(value) <= 2000))
+        and style in (None, "primary", "danger")
     )
 
 
@@ -178,6 +222,11 @@ def invalid_blocks(blocks: Any) -> bool:
                     None,
                 ):
                     return True
+                if element.get("type") == "button" and not _button(element):
+                    return True
+            ids = [e.get("action_id") for e in elements if e.get("action_id") is not None]
+            if len(ids) != len(set(ids)):  # action_id: unique within its block
+                return True
         elif kind not in ("rich_text", "divider", "context", "header", "image"):
             return True
     return False
@@ -441,6 +490,7 @@ def app_mention_edited_event(
 class _ResponseUrl:
     issued: float  # time.monotonic()
     uses: int = 0
+    ephemeral: str | None = None  # the ephemeral message whose button handed it out
 
 
 @dataclass
@@ -466,6 +516,7 @@ class FakeSlack:
     calls: list[Call] = field(default_factory=list)
     messages: dict[str, Message] = field(default_factory=dict)
     responses: list[dict[str, Any]] = field(default_factory=list)  # accepted response_url posts
+    ephemerals: list[Ephemeral] = field(default_factory=list)  # chat.postEphemeral, in order
     refused_responses: list[dict[str, Any]] = field(default_factory=list)  # {"_url", "error"}
     uploads: dict[str, bytes] = field(default_factory=dict)
     users: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -637,12 +688,13 @@ class FakeSlack:
     def api_url(self) -> str:
         return f"{self.base_url}/api/"
 
-    def response_url(self) -> str:
+    def response_url(self, *, ephemeral: str | None = None) -> str:
         """A new slash command's `response_url`, as Slack hands one out in the payload: it
         takes at most `RESPONSE_URL_USES` posts within `RESPONSE_URL_SECONDS` of being issued
-        (docs.slack.dev, "Slash commands": "up to 5 times within 30 minutes")."""
+        (docs.slack.dev, "Slash commands": "up to 5 times within 30 minutes"). `ephemeral`:
+        handed out by a button of that ephemeral message, which `replace_original` replaces."""
         rid = uuid.uuid4().hex[:12]
-        self._response_urls[rid] = _ResponseUrl(issued=time.monotonic())
+        self._response_urls[rid] = _ResponseUrl(issued=time.monotonic(), ephemeral=ephemeral)
         return f"{self.base_url}/response/{rid}"
 
     def age_response_url(self, url: str, seconds: float) -> None:
@@ -898,6 +950,14 @@ class FakeSlack:
             return web.Response(status=refusal[0], text=refusal[1])
         assert entry is not None and isinstance(payload, dict)
         entry.uses += 1
+        shown = next((e for e in self.ephemerals if e.ts == entry.ephemeral), None)
+        if shown is not None and payload.get("delete_original"):
+            shown.deleted = True
+        elif shown is not None and payload.get("replace_original"):
+            # Like Slack: the ephemeral the button was on now shows this message instead.
+            shown.body = str(payload.get("text") or "")
+            shown.blocks = list(payload.get("blocks") or [])
+            shown.replaced += 1
         payload["_url"] = url
         self.responses.append(payload)
         self._touch()
@@ -984,7 +1044,69 @@ class FakeSlack:
         return {"ok": True, "channel": msg.channel, "ts": msg.ts, "text": text}
 
     def api_chat_postEphemeral(self, args: dict[str, Any], who: Identity | None) -> dict[str, Any]:
-        return {"ok": True, "message_ts": self._next_ts()}
+        """As Slack (docs.slack.dev/reference/methods/chat.postEphemeral): `channel` and `user`
+        required (`channel_not_found`, `user_not_found`); a DM only to its own person
+        (`user_not_in_channel`); `text` or `blocks` (`no_text`), at most 40,000 characters
+        (`msg_too_long`), valid blocks (`invalid_blocks`). In a thread nobody has answered yet
+        it is accepted but not shown (`Ephemeral.shown`)."""
+        assert who is not None
+        channel, user = str(args.get("channel") or ""), str(args.get("user") or "")
+        if not channel or channel.startswith(("U", "W")):
+            return {"ok": False, "error": "channel_not_found"}
+        if user not in self.users:
+            return {"ok": False, "error": "user_not_found"}
+        if channel.startswith("D") and channel != self.dm_of(user):
+            return {"ok": False, "error": "user_not_in_channel"}
+        text, blocks = str(args.get("text") or ""), args.get("blocks")
+        if not text and not blocks:
+            return {"ok": False, "error": "no_text"}
+        if len(text) > 40000:
+            return {"ok": False, "error": "msg_too_long"}
+        if blocks is not None and self._bad_blocks(blocks):
+            return {"ok": False, "error": "invalid_blocks"}
+        thread = str(args.get("thread_ts") or "") or None
+        shown = thread is None or any(
+            m.channel == channel and m.thread_ts == thread for m in self.messages.values()
+        )
+        ts = self._next_ts()
+        self.ephemerals.append(
+            Ephemeral(ts, channel, user, thread, text, list(blocks or []), shown=shown)
+        )
+        return {"ok": True, "message_ts": ts}
+
+    def ephemerals_for(self, user: str, channel: str | None = None) -> list[Ephemeral]:
+        return [e for e in self.ephemerals if e.user == user and channel in (None, e.channel)]
+
+    def button_click(
+        self, ephemeral: Ephemeral, action_id: str, *, user: str | None = None
+    ) -> dict[str, Any]:
+        """The `block_actions` payload Slack sends when a button of an ephemeral message is
+        pressed (by `user`, its person unless told): the container says where (is_ephemeral,
+        no `message`: Slack keeps no copy of an ephemeral), with a response_url that can
+        replace it. KeyError when it has no such button."""
+        for block in ephemeral.blocks:
+            for element in block.get("elements") or [] if block.get("type") == "actions" else []:
+                if element.get("type") == "button" and element.get("action_id") == action_id:
+                    payload = block_actions_payload(
+                        team=self.team_id,
+                        user=user or ephemeral.user,
+                        channel=ephemeral.channel,
+                        ts=ephemeral.ts,
+                        thread_ts=ephemeral.thread_ts,
+                        action={
+                            "type": "button",
+                            "action_id": action_id,
+                            "block_id": block.get("block_id", ""),
+                            "text": element["text"],
+                            "value": element.get("value", ""),
+                            "action_ts": f"{time.time():.6f}",
+                        },
+                        response_url=self.response_url(ephemeral=ephemeral.ts),
+                    )
+                    payload["container"]["is_ephemeral"] = True
+                    del payload["message"]
+                    return payload
+        raise KeyError(f"ephemeral {ephemeral.ts} has no button {action_id}")
 
     @staticmethod
     def _chunk_text(args: dict[str, Any]) -> str:

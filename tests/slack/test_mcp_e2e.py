@@ -46,7 +46,11 @@ async def test_admin_installs_mcp_pack_and_the_model_calls_it(
     )
     ts = await slack_real.mention("open a ticket: VPN down in Lyon, priority 2")
     await slack_real.wait_done(ts, timeout=20)
-    assert slack_real.replies("C1", thread_ts=ts) == ["I opened T-101 for the VPN outage."]
+    # A write: it waits for the requester's Approve (tests/slack/test_approvals_e2e.py).
+    (request,) = slack_real.fake.ephemerals_for("U1")
+    await slack_real.interact(slack_real.fake.button_click(request, "bot_approval_approve"))
+    assert await slack_real.wait_approval_clicks(1, timeout=20) == ["decided"]
+    assert slack_real.replies("C1", thread_ts=ts)[-1] == "I opened T-101 for the VPN outage."
     assert "tix_create_ticket" in _offered(fake_openai.requests[0])
     assert mcp.created == [{"title": "VPN down in Lyon", "priority": 2}]
     assert all(h.get("authorization") == f"Bearer {TOKEN}" for h in mcp.headers)
