@@ -46,13 +46,13 @@ async def test_commands_are_synced_to_the_configured_guilds(
     names = {c["name"]: c for c in fake_discord.commands[guild]}
     assert set(names) == {"memory", "tools", "config", "usage"}
     config = {o["name"]: o for o in names["config"]["options"]}
-    assert set(config) == {"show", "set", "unset", "history"}
+    assert set(config) == {"show", "set", "unset", "history", "grants", "revoke"}
     key = next(o for o in config["set"]["options"] if o["name"] == "key")
     assert [c["value"] for c in key["choices"]][:3] == ["instructions", "model", "tools"]
     assert names["config"]["contexts"] == [guild_ctx := 0]
     subs = {o["name"] for o in names["memory"]["options"]}
     assert subs == {"show", "forget"}
-    assert {o["name"] for o in names["tools"]["options"]} == {"list", "install", "remove"}
+    assert {o["name"] for o in names["tools"]["options"]} == {"list", "install", "remove", "audit"}
     guild_ctx, bot_dm_ctx = 0, 1  # Discord's interaction context types
     assert names["tools"]["contexts"] == [guild_ctx]  # tool packs belong to a guild
     assert sorted(names["memory"]["contexts"]) == [guild_ctx, bot_dm_ctx]

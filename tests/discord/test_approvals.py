@@ -1,0 +1,235 @@
+"""Approvals before actions on Discord, end to end: the real discord.py client and the real core
+against FakeDiscord (gateway + REST, strict about interaction responses), FakeOpenAI, and a real
+MCP server that records its calls. A read runs at once; a write waits behind a message that
+pings the requester with Approve / Approve always / Deny; a stranger's click is refused
+ephemerally; Approve runs the tool once (a double click and a replayed click too) and the turn
+goes on in the place it was asked; Deny and expiry are told to the model, which answers; a
+pending request survives a restart of the bot (new client, new core, same store) and the click
+after it runs the tool once; approve=none and "always" behave."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from adapters.discord import approvals as discord_approvals
+from bot.app import BotApp
+from bot.core import CommandRequest
+from testkit.fakes.discord_api import EPHEMERAL, FakeDiscord, Interaction
+from testkit.fakes.mcp_server import FakeMcp
+from testkit.fakes.openai_server import FakeOpenAI, text, tool_calls
+from tests.discord.conftest import StartDiscord
+from tests.discord.harness import DiscordHarness
+
+CREATE = ("tix_create_ticket", {"title": "printer on fire", "priority": 1})
+ASKED = "I'd like to run `tix_create_ticket`"
+NOT_YOURS = "Only the person who asked can approve or deny this."
+
+
+class Place:
+    def __init__(self, fake: FakeDiscord) -> None:
+        self.fake = fake
+        self.ada = fake.add_user("Ada")
+        self.bob = fake.add_user("Bob")
+        self.guild = fake.add_guild("Guild A")
+        self.channel = next(c for c, v in fake.channels.items() if v.get("guild_id") == self.guild)
+
+    def bot_texts(self) -> list[str]:
+        return [
+            str(m["content"])
+            for m in self.fake.messages.values()
+            if m["author"]["id"] == self.fake.app_id and not m.get("deleted")
+        ]
+
+    def requests(self) -> list[dict[str, Any]]:
+        """The bot's messages that carry approval buttons (now, or before a decision)."""
+        return [
+            m
+            for m in self.fake.messages.values()
+            if m["author"]["id"] == self.fake.app_id and ASKED in str(m["content"])
+        ]
+
+    async def admin(self, app: BotApp, command: str, words: str) -> str:
+        reply = await app.handle_command(
+            CommandRequest("discord", self.guild, self.channel, self.ada, command, words, True)
+        )
+        return reply.text
+
+    async def say(self, h: DiscordHarness, words: str, expect: str) -> None:
+        await self.fake.user_says(
+            self.channel, self.ada, f"{h.mention()} {words}", mentions=[h.bot_id]
+        )
+        await self.fake.wait_for(lambda: any(expect in t for t in self.bot_texts()), timeout=20)
+        await h.idle()
+
+    async def wait_text(self, h: DiscordHarness, expect: str) -> None:
+        await self.fake.wait_for(lambda: any(expect in t for t in self.bot_texts()), timeout=20)
+        await h.idle()
+
+
+def buttons(message: dict[str, Any]) -> dict[str, str]:
+    return {b["label"]: b["custom_id"] for row in message["components"] for b in row["components"]}
+
+
+async def acknowledged(fake: FakeDiscord, clicked: Interaction) -> dict[str, Any]:
+    await fake.wait_for(lambda: clicked.response is not None, timeout=10)
+    assert clicked.responded_at is not None
+    assert clicked.responded_at - clicked.created < 3.0  # Discord's window
+    return clicked.response or {}
+
+
+def results(fake: FakeOpenAI) -> list[dict[str, Any]]:
+    return [json.loads(m["content"]) for m in fake.requests[-1]["messages"] if m["role"] == "tool"]
+
+
+async def started(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any, mcp: FakeMcp, **over: Any
+) -> tuple[Place, BotApp, DiscordHarness]:
+    place = Place(fake_discord)
+    app: BotApp = await make_app(**over)
+    installed = await place.admin(app, "tools", f"install mcp name=tix url={mcp.url}")
+    assert "tix" in installed
+    return place, app, await start_discord(app)
+
+
+async def test_read_at_once_write_waits_stranger_refused_approve_runs_once(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    async with FakeMcp() as mcp:
+        place, _app, h = await started(fake_discord, start_discord, make_app, mcp)
+        fake_openai.push(
+            tool_calls([("tix_search_tickets", {"query": "printer"})]),
+            text("One printer ticket is open."),
+            tool_calls([CREATE]),
+            text("Ticket T-101 is open."),
+        )
+        await place.say(h, "any printer tickets?", "One printer ticket is open.")
+        assert mcp.calls == ["search_tickets"] and place.requests() == []  # read: no asking
+
+        await place.say(h, "open a ticket: printer on fire", ASKED)
+        (request,) = place.requests()
+        assert mcp.created == []  # the write waits
+        assert request["content"].startswith(f"<@{place.ada}> ")
+        assert "title: printer on fire" in request["content"]
+        pinged = request["allowed_mentions"]
+        assert [str(u) for u in pinged["users"]] == [place.ada] and pinged["parse"] == []
+        ids = buttons(request)
+        assert list(ids) == ["Approve", "Approve always", "Deny"]
+
+        stranger = await fake_discord.user_clicks(request["id"], place.bob, label="Approve")
+        refused = await acknowledged(fake_discord, stranger)
+        assert refused["type"] == 4 and refused["data"]["flags"] & EPHEMERAL
+        assert refused["data"]["content"] == NOT_YOURS
+        # Even a forged button naming Bob as the requester: the store's record decides.
+        forged = ids["Approve"].rsplit(":", 1)[0] + f":{place.bob}"
+        tricked = await fake_discord.user_clicks(request["id"], place.bob, custom_id=forged)
+        assert (await acknowledged(fake_discord, tricked))["type"] == 6
+        await fake_discord.wait_for(lambda: bool(tricked.followups), timeout=10)
+        assert tricked.followups[0]["content"] == NOT_YOURS
+        assert tricked.followups[0]["flags"] & EPHEMERAL
+
+        # A double click: two interactions before the message changes; one decision wins.
+        first = await fake_discord.user_clicks(request["id"], place.ada, custom_id=ids["Approve"])
+        second = await fake_discord.user_clicks(request["id"], place.ada, custom_id=ids["Approve"])
+        assert (await acknowledged(fake_discord, first))["type"] == 6
+        assert (await acknowledged(fake_discord, second))["type"] == 6
+        await place.wait_text(h, "Ticket T-101 is open.")
+        await fake_discord.wait_for(lambda: bool(first.followups or second.followups), 10)
+        assert [f["content"] for f in first.followups + second.followups] == [
+            "That request was already decided."
+        ]
+        await fake_discord.replay_interaction(first)  # a replayed click: nothing more
+        await h.idle()
+        assert mcp.created == [{"title": "printer on fire", "priority": 1}]  # once
+        shown = fake_discord.messages[request["id"]]
+        assert shown["components"] == [] and "Approved: running `tix_create_ticket`" in str(
+            shown["content"]
+        )
+        assert results(fake_openai)[-1]["ok"] is True  # the model saw the real result
+
+
+async def test_deny_and_expiry_are_told_to_the_model(
+    fake_discord: FakeDiscord,
+    start_discord: StartDiscord,
+    make_app: Any,
+    fake_openai: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(discord_approvals, "SWEEP_EVERY", 0.2)
+    async with FakeMcp() as mcp:
+        place, _app, h = await started(
+            fake_discord, start_discord, make_app, mcp, bot_approval_ttl=2.0
+        )
+        fake_openai.push(tool_calls([CREATE]), text("OK, I did not open it."))
+        await place.say(h, "open a ticket: printer on fire", ASKED)
+        (request,) = place.requests()
+        denied = await fake_discord.user_clicks(request["id"], place.ada, label="Deny")
+        assert (await acknowledged(fake_discord, denied))["type"] == 6
+        await place.wait_text(h, "OK, I did not open it.")
+        assert results(fake_openai)[-1]["error"]["type"] == "declined_by_person"
+        assert "Denied" in str(fake_discord.messages[request["id"]]["content"])
+
+        # Nobody answers: the sweep in the Discord process expires it and the model answers.
+        fake_openai.push(
+            tool_calls([("tix_create_ticket", {"title": "toner low"})]),
+            text("It expired, so nothing was opened."),
+        )
+        await place.say(h, "open a ticket: toner low", "title: toner low")
+        await place.wait_text(h, "It expired, so nothing was opened.")
+        assert results(fake_openai)[-1]["error"]["type"] == "approval_expired"
+        assert mcp.created == []
+
+
+async def test_a_pending_request_survives_a_restart(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    async with FakeMcp() as mcp:
+        place, app, h = await started(fake_discord, start_discord, make_app, mcp)
+        fake_openai.push(tool_calls([CREATE]), text("Opened after the restart."))
+        await place.say(h, "open a ticket: printer on fire", ASKED)
+        (request,) = place.requests()
+        approve = buttons(request)["Approve"]
+        await h.close()  # the bot process stops: client and core
+        await app.close()
+        again: BotApp = await make_app()  # a new process on the same store
+        h2 = await start_discord(again)
+        clicked = await fake_discord.user_clicks(request["id"], place.ada, label="Approve")
+        assert (await acknowledged(fake_discord, clicked))["type"] == 6
+        await place.wait_text(h2, "Opened after the restart.")
+        assert mcp.created == [{"title": "printer on fire", "priority": 1}]
+        late = await fake_discord.user_clicks(request["id"], place.ada, custom_id=approve)
+        await fake_discord.wait_for(lambda: bool(late.followups), timeout=10)
+        assert late.followups[0]["content"] == "That request was already decided."
+        await h2.idle()
+        assert len(mcp.created) == 1
+
+
+async def test_approve_always_and_approve_none(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    async with FakeMcp() as mcp:
+        place, app, h = await started(fake_discord, start_discord, make_app, mcp)
+        fake_openai.push(
+            tool_calls([CREATE]),
+            text("Opened."),
+            tool_calls([("tix_create_ticket", {"title": "toner low"})]),
+            text("Opened again, no need to ask."),
+        )
+        await place.say(h, "open a ticket: printer on fire", ASKED)
+        (request,) = place.requests()
+        always = await fake_discord.user_clicks(request["id"], place.ada, label="Approve always")
+        assert (await acknowledged(fake_discord, always))["type"] == 6
+        await place.wait_text(h, "Opened.")
+        assert "won't be asked again" in str(fake_discord.messages[request["id"]]["content"])
+        await place.say(h, "open a ticket: toner low", "Opened again, no need to ask.")
+        assert len(place.requests()) == 1
+        assert [c["title"] for c in mcp.created] == ["printer on fire", "toner low"]
+
+        await place.admin(app, "config", "revoke tix_create_ticket")
+        await place.admin(app, "config", "set approve=none")
+        fake_openai.push(tool_calls([("tix_create_ticket", {"title": "paper jam"})]), text("Done."))
+        await place.say(h, "open a ticket: paper jam", "Done.")
+        assert len(place.requests()) == 1  # approve=none: the write ran without asking
+        assert [c["title"] for c in mcp.created][-1] == "paper jam"
