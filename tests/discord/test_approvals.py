@@ -233,3 +233,33 @@ async def test_approve_always_and_approve_none(
         await place.say(h, "open a ticket: paper jam", "Done.")
         assert len(place.requests()) == 1  # approve=none: the write ran without asking
         assert [c["title"] for c in mcp.created][-1] == "paper jam"
+
+
+def test_only_approval_buttons_parse() -> None:
+    assert discord_approvals.parse("ap:a:abc:123") == ("approve", "abc", "123")
+    assert discord_approvals.parse("ap:A:abc:123") == ("always", "abc", "123")
+    assert discord_approvals.parse("ap:d:abc:123") == ("deny", "abc", "123")
+    for hostile in ("ap:x:abc:123", "ap:a::123", "ap:a:abc:12a", "ap:a:abc", "ap:" + "a" * 200):
+        assert discord_approvals.parse(hostile) is None, hostile
+
+
+async def test_the_fake_refuses_an_update_for_a_command_as_discord_does(
+    fake_discord: FakeDiscord,
+) -> None:
+    """Discord: DEFERRED_UPDATE_MESSAGE (6) and UPDATE_MESSAGE (7) are only valid for
+    component-based interactions; an application command must answer with 4 or 5."""
+    import time
+
+    import aiohttp
+
+    stray = Interaction(id="1", token="itoken-stray", created=time.monotonic(), payload={"type": 2})
+    fake_discord.interactions[stray.token] = stray
+    url = f"{fake_discord.api_url}/interactions/1/{stray.token}/callback"
+    async with aiohttp.ClientSession() as http:
+        async with http.post(url, json={"type": 6}) as refused:
+            assert refused.status == 400
+        assert stray.responded_at is None
+        async with http.post(url, json={"type": 5, "data": {"flags": EPHEMERAL}}) as deferred:
+            assert deferred.status == 200
+        async with http.post(url, json={"type": 5}) as twice:
+            assert twice.status == 400 and (await twice.json())["code"] == 40060
