@@ -9,7 +9,11 @@ after it runs the tool once; approve=none and "always" behave."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,7 +37,7 @@ class Place:
         self.fake = fake
         self.ada = fake.add_user("Ada")
         self.bob = fake.add_user("Bob")
-        self.guild = fake.add_guild("Guild A")
+        self.guild = fake.add_guild("Guild A", owner=self.ada)
         self.channel = next(c for c, v in fake.channels.items() if v.get("guild_id") == self.guild)
 
     def bot_texts(self) -> list[str]:
@@ -263,3 +267,90 @@ async def test_the_fake_refuses_an_update_for_a_command_as_discord_does(
             assert deferred.status == 200
         async with http.post(url, json={"type": 5}) as twice:
             assert twice.status == 400 and (await twice.json())["code"] == 40060
+
+
+async def _bot_discord(
+    fake: FakeDiscord, openai: FakeOpenAI, tmp_path: Path
+) -> asyncio.subprocess.Process:
+    """`bot discord` as a process of its own (the replica), on the test's data dir."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "BOT_", "MONGODB", "REDIS", "SLACK_", "DISCORD_"))
+    }
+    env.update(
+        {
+            "BOT_DATA_DIR": str(tmp_path / "data"),
+            "OPENAI_API_KEY": "sk-test",
+            "OPENAI_BASE_URL": openai.base_url,
+            "BOT_MODEL": "gpt-4o-mini",
+            "BOT_RATE_USER": "off",
+            "BOT_RATE_TEAM": "off",
+            "DISCORD_TOKEN": fake.token,
+            "DISCORD_API_URL": fake.api_url,
+            "DISCORD_GATEWAY_URL": fake.gateway_url,
+            "BOT_HTTP_HOST": "127.0.0.1",
+            "BOT_HTTP_PORT": "0",
+            "BOT_LOG_LEVEL": "ERROR",
+            "BOT_TOOL_HOSTS": "127.0.0.1",  # the local MCP server (Discord is multi-tenant)
+        }
+    )
+    known = len(fake.identifies)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "discord",
+        cwd=tmp_path,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    await fake.wait_for(lambda: len(fake.identifies) > known, timeout=60)
+    return proc
+
+
+async def test_a_pending_request_survives_kill_9_of_the_replica_that_asked(
+    fake_discord: FakeDiscord, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    async with FakeMcp() as mcp:
+        place = Place(fake_discord)
+        fake_openai.push(tool_calls([CREATE]), text("Opened after the kill."))
+        first = await _bot_discord(fake_discord, fake_openai, tmp_path)
+        install = await fake_discord.run_command(
+            place.channel,
+            place.ada,
+            "tools",
+            "install",
+            {"pack": "mcp", "settings": f"name=tix url={mcp.url}"},
+        )
+        await fake_discord.wait_for(
+            lambda: bool(install.followups) or (install.response or {}).get("type") == 4, 60
+        )
+        said = install.followups[0] if install.followups else (install.response or {})["data"]
+        assert "Installed" in str(said["content"]), said
+        mention = f"<@{fake_discord.app_id}>"
+        await fake_discord.user_says(
+            place.channel,
+            place.ada,
+            f"{mention} open a ticket: printer on fire",
+            mentions=[fake_discord.app_id],
+        )
+        await fake_discord.wait_for(lambda: bool(place.requests()), timeout=60)
+        (request,) = place.requests()
+        first.kill()  # kill -9 of the replica that asked
+        await first.wait()
+        second = await _bot_discord(fake_discord, fake_openai, tmp_path)
+        try:
+            clicked = await fake_discord.user_clicks(request["id"], place.ada, label="Approve")
+            assert (await acknowledged(fake_discord, clicked))["type"] == 6
+            await fake_discord.wait_for(
+                lambda: any("Opened after the kill." in t for t in place.bot_texts()), timeout=60
+            )
+            assert mcp.created == [{"title": "printer on fire", "priority": 1}]
+        finally:
+            second.terminate()  # SIGTERM: a clean stop
+            _, err = await asyncio.wait_for(second.communicate(), timeout=60)
+        assert second.returncode == 0, err.decode()[-2000:]
+        assert "Traceback" not in err.decode()
+        assert len(mcp.created) == 1
