@@ -144,7 +144,13 @@ async def test_read_at_once_write_waits_stranger_refused_approve_runs_once(
         assert [f["content"] for f in first.followups + second.followups] == [
             "That request was already decided."
         ]
+        callbacks = f"/interactions/{first.id}/{first.token}/callback"
+
+        def refused_again() -> bool:  # the replay's own acknowledgement, refused (40060)
+            return any(c.path.endswith(callbacks) and c.status == 400 for c in fake_discord.calls)
+
         await fake_discord.replay_interaction(first)  # a replayed click: nothing more
+        await fake_discord.wait_for(refused_again, timeout=10)
         await h.idle()
         assert mcp.created == [{"title": "printer on fire", "priority": 1}]  # once
         shown = fake_discord.messages[request["id"]]
