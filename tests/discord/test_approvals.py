@@ -360,3 +360,28 @@ async def test_a_pending_request_survives_kill_9_of_the_replica_that_asked(
         assert second.returncode == 0, err.decode()[-2000:]
         assert "Traceback" not in err.decode()
         assert len(mcp.created) == 1
+
+
+async def test_two_writes_in_one_response_wait_for_both_decisions(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    async with FakeMcp() as mcp:
+        place, _app, h = await started(fake_discord, start_discord, make_app, mcp)
+        fake_openai.push(
+            tool_calls([CREATE, ("tix_create_ticket", {"title": "toner low"})]),
+            text("One opened, one not."),
+        )
+        await place.say(h, "open tickets: printer on fire, toner low", "title: toner low")
+        first, second = place.requests()  # one message each, both pinging Ada
+        assert "printer on fire" in first["content"] and "toner low" in second["content"]
+        yes = await fake_discord.user_clicks(first["id"], place.ada, label="Approve")
+        assert (await acknowledged(fake_discord, yes))["type"] == 6
+        await fake_discord.wait_for(lambda: not fake_discord.messages[first["id"]]["components"])
+        await h.idle()
+        assert mcp.created == [] and len(fake_openai.requests) == 1  # waits for the other one
+        no = await fake_discord.user_clicks(second["id"], place.ada, label="Deny")
+        assert (await acknowledged(fake_discord, no))["type"] == 6
+        await place.wait_text(h, "One opened, one not.")
+        assert mcp.created == [{"title": "printer on fire", "priority": 1}]
+        outcomes = [r.get("ok", False) for r in results(fake_openai)]
+        assert outcomes == [True, False]
