@@ -88,8 +88,10 @@ class DiscordApprovals:
                 or parsed[2] != clicker
                 or not isinstance(self.core, DecidesApprovals)
             ):
-                emit(_LOG, "discord_approval_refused", logging.INFO, why="not_requester")
-                text = NOT_YOURS if parsed is not None else "That button isn't one I can use."
+                usable = parsed is not None and isinstance(self.core, DecidesApprovals)
+                why = "not_requester" if usable else "unusable"
+                emit(_LOG, "discord_approval_refused", logging.INFO, why=why)
+                text = NOT_YOURS if usable else "That button isn't one I can use."
                 await interaction.response.send_message(text, ephemeral=True, allowed_mentions=none)
                 return
             await interaction.response.defer()  # type 6: the message is updated below

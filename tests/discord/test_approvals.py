@@ -158,6 +158,10 @@ async def test_read_at_once_write_waits_stranger_refused_approve_runs_once(
             shown["content"]
         )
         assert results(fake_openai)[-1]["ok"] is True  # the model saw the real result
+        audit = await place.admin(_app, "tools", "audit")
+        asked = f"`tix_create_ticket` (priority: 1; title: printer on fire) asked by {place.ada}"
+        assert f"{asked} in {place.channel}: approved by {place.ada}" in audit
+        assert "ran: ok" in audit
 
 
 async def test_deny_and_expiry_are_told_to_the_model(
