@@ -67,6 +67,7 @@ INTERNAL_ERROR_REPLY = "Sorry, something went wrong on my side. Please try again
 # `limit_exceeded` result; calls past these are left out entirely, so a response asking for
 # thousands of calls costs a bounded number of messages and tokens.
 REFUSED_CALLS_SHOWN = 3
+WAITING_REPLY = "That request was decided; I'll go on with it in a moment."
 RESUME_LOST_REPLY = (
     "I can't find where that conversation stopped any more, so I couldn't go on with it. "
     "Please ask again."
@@ -373,6 +374,8 @@ class TurnRunner:
                 result.outcome, result.reply = "error", RESUME_LOST_REPLY
                 return
             await self.settle_approvals(turn, resume)
+        elif turn.prior is not None and await self._still_paused(turn):
+            return
         turn.hold = hold
         turn.builder = self.lean_builder if hold is not None and hold.lean else self.builder
         await self.prepare_tools(turn)
@@ -792,6 +795,27 @@ class TurnRunner:
             current.append({"role": "tool", "tool_call_id": r.tool_call_id, "content": r.content})
         if waiting:
             await self._pause(turn, ctx, [c for c in calls if c.id in waiting])
+
+    async def _still_paused(self, turn: Turn) -> bool:
+        """A re-delivered message whose turn is waiting for the person (its process died after
+        asking, before the delivery was done): the request is shown again, the turn does not
+        run a second time. A turn whose calls were decided is left to its resume or the sweep."""
+        if self.approvals is None or turn.prior is None:
+            return False
+        asked = await self.approvals.store.of_turn(turn.msg.session.id, turn.prior.turn_id)
+        if not asked or all(a.outcome for a in asked):
+            return False
+        result = turn.result
+        result.outcome = "awaiting_approval"
+        pending = [a for a in asked if a.status == "pending"]
+        result.approvals = pending
+        if pending and callable(getattr(turn.sink, "ask_approval", None)):
+            sink: ShowsApprovals = turn.sink  # type: ignore[assignment]
+            result.reply = await sink.ask_approval(pending)
+        else:
+            result.reply = WAITING_REPLY
+        log.info("turn_still_paused", extra={"fields": {"turn_id": result.turn_id}})
+        return True
 
     async def _waiting(
         self, turn: Turn, ctx: ToolContext, calls: list[ToolCallRequest]

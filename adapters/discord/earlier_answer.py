@@ -59,9 +59,14 @@ class ContinuingReplySink(DiscordReplySink):
         self._channel_id = channel_id
 
     async def _send(
-        self, content: str, index: int, *, view: discord.ui.View | None = None
+        self,
+        content: str,
+        index: int,
+        *,
+        view: discord.ui.View | None = None,
+        mentions: discord.AllowedMentions | None = None,
     ) -> discord.Message:
-        sent = await super()._send(content, index, view=view)
+        sent = await super()._send(content, index, view=view, mentions=mentions)
         if self._on_posted is not None:
             ids = [m.id for m in self._posted]
             if sent.id not in ids:
@@ -71,7 +76,7 @@ class ContinuingReplySink(DiscordReplySink):
 
     async def finish(self, text: str, *, error: bool = False) -> None:
         await super().finish(text, error=error)
-        needed = len(split_message(text.strip() or "…", MESSAGE_LIMIT))
+        needed = len(self._asking) or len(split_message(text.strip() or "…", MESSAGE_LIMIT))
         if self.failed or len(self._posted) <= needed:
             return
         # An earlier attempt's answer was longer: its parts past this one's are stale.

@@ -18,6 +18,7 @@ from discord import app_commands
 
 from adapters.common.logs import emit
 from adapters.common.tasks import TaskTracker
+from adapters.discord.approvals import DiscordApprovals
 from adapters.discord.commands import DiscordCommands
 from adapters.discord.commandsync import CommandSync
 from adapters.discord.config import DiscordConfig
@@ -102,6 +103,7 @@ class DiscordRuntime:
         self.client.event(self.on_raw_message_edit)
         self.client.event(self.on_ready)
         self.feedback = DiscordFeedback(core)
+        self.approvals = DiscordApprovals(core, config, self.client, self.tasks)
         self.client.event(self.on_interaction)
         self.client.event(self.on_resumed)
         self.client.on_error = log_event_error  # type: ignore[method-assign]
@@ -110,6 +112,7 @@ class DiscordRuntime:
         """After login, before the gateway: start helpers and sync the app commands."""
         self.handlers.guard.start()
         self.core.serve_inbox(INBOX_KIND, self.handlers.on_queued)
+        self.approvals.start()
         if (
             self.config.message_content == "auto"
             and asks_for_content(self.client)
@@ -135,8 +138,10 @@ class DiscordRuntime:
         self.ready.set()
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
-        """Clicks on the feedback buttons (slash commands go through the command tree)."""
+        """Clicks on the feedback and approval buttons (slash commands go through the command
+        tree); each ignores the other's."""
         await self.feedback.on_interaction(interaction)
+        await self.approvals.on_interaction(interaction)
 
     async def on_resumed(self) -> None:
         emit(_LOG, "discord_resumed")
@@ -167,6 +172,7 @@ class DiscordRuntime:
     async def stop(self) -> int:
         """Take no new messages, let answers in flight finish (bounded; the rest are handed back
         to the inbox for another process), then disconnect."""
+        await self.approvals.stop()
         handed_back = await self.core.stop_inbox(self.config.shutdown_grace_seconds)
         if handed_back:
             emit(_LOG, "discord_handed_back", entries=handed_back)

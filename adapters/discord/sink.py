@@ -25,11 +25,13 @@ import discord
 
 from adapters.common.logs import emit
 from adapters.common.split import close_fence, split_message
+from adapters.discord.approval_view import approval_text, approval_view, requester_id
 from adapters.discord.config import MESSAGE_LIMIT, DiscordConfig
 from adapters.discord.feedback import feedback_view
 from adapters.discord.rest_errors import REST_ERRORS, rest_error_fields
 from bot import metrics
 from bot.feedback import ReplyRef
+from bot.stores.approvals import Approval
 
 _LOG = logging.getLogger(__name__)
 PREVIEW_MARK = " …"
@@ -69,10 +71,17 @@ class DiscordReplySink:
         self.finished = False
         self.failed = False
         self._rated: ReplyRef | None = None  # the reply's turn: its last part gets the buttons
+        self._asking: list[Approval] = []  # calls waiting for the person: one message each
 
     def rate_with(self, ref: ReplyRef) -> None:
         """The final reply answers a turn: its last message carries the feedback buttons."""
         self._rated = ref
+
+    async def ask_approval(self, approvals: list[Approval]) -> str:
+        """The turn ends with the requests (`bot.turn.ShowsApprovals`): `finish` posts one
+        message per waiting call, pinging the requester, with its buttons."""
+        self._asking = list(approvals)
+        return "\n\n".join(approval_text(a) for a in approvals)
 
     # ReplySink ---------------------------------------------------------------------------------
 
@@ -109,6 +118,9 @@ class DiscordReplySink:
             with contextlib.suppress(Exception):
                 await self._pump  # lets an edit in flight complete; it never starts another
         await self._stop_typing()
+        if self._asking and not error:
+            await self._post_requests()
+            return
         parts = split_message(text.strip() or "…", MESSAGE_LIMIT)
         try:
             for index, part in enumerate(parts):
@@ -138,6 +150,38 @@ class DiscordReplySink:
             )
             if 0 < len(self._posted) < len(parts):
                 await self._say_cut()
+
+    async def _post_requests(self) -> None:
+        """One message per waiting call (a preview the model streamed first becomes the
+        first), each pinging only its requester, with Approve, Approve always and Deny."""
+        for index, approval in enumerate(self._asking):
+            text = approval_text(approval)
+            view = approval_view(approval)
+            ping = discord.AllowedMentions(
+                everyone=False,
+                roles=False,
+                users=[discord.Object(id=int(requester_id(approval)))],
+                replied_user=False,
+            )
+            try:
+                if index < len(self._posted):
+                    await self._posted[index].edit(content=text, allowed_mentions=ping, view=view)
+                    continue
+                sent = await self._send(text, index, view=view, mentions=ping)
+                if sent.content != text or not sent.components:  # a re-run's (the nonce's)
+                    await sent.edit(content=text, allowed_mentions=ping, view=view)
+                self._posted.append(sent)
+            except Exception as exc:  # the request stays pending; the sweep expires it
+                self.failed = True
+                metrics.ERRORS.labels("discord", "reply_failed").inc()
+                emit(
+                    _LOG,
+                    "discord_approval_request_failed",
+                    logging.WARNING,
+                    error=type(exc).__name__,
+                    status=getattr(exc, "status", None),
+                )
+                return
 
     async def _last_part(self, part: str, index: int) -> None:
         """The reply's last message, with the feedback buttons; if Discord refuses them (a
@@ -229,8 +273,14 @@ class DiscordReplySink:
     # REST ------------------------------------------------------------------------------------
 
     async def _send(
-        self, content: str, index: int, *, view: discord.ui.View | None = None
+        self,
+        content: str,
+        index: int,
+        *,
+        view: discord.ui.View | None = None,
+        mentions: discord.AllowedMentions | None = None,
     ) -> discord.Message:
+        allowed = mentions or self._allowed
         reference = None
         if index == 0 and self._reply_to is not None:
             reference = self._reply_to.to_reference(fail_if_not_exists=False)
@@ -238,13 +288,13 @@ class DiscordReplySink:
             return await self._target.send(
                 content,
                 reference=reference,  # type: ignore[arg-type]
-                allowed_mentions=self._allowed,
+                allowed_mentions=allowed,
                 nonce=part_nonce(self._seed, index),
             )
         return await self._target.send(
             content,
             reference=reference,  # type: ignore[arg-type]
-            allowed_mentions=self._allowed,
+            allowed_mentions=allowed,
             nonce=part_nonce(self._seed, index),
             view=view,
         )

@@ -1342,10 +1342,21 @@ class FakeDiscord:
                 return self._error(400, 40060, "Interaction has already been acknowledged.")
             if now - interaction.created > INTERACTION_WINDOW:
                 return self._error(404, 10062, "Unknown interaction")
+            data = (body or {}).get("data") or {}
+            component = interaction.payload.get("type") in (3, 5)
+            if (body or {}).get("type") in (6, 7) and not component:
+                # Discord: DEFERRED_UPDATE_MESSAGE and UPDATE_MESSAGE are "only valid for
+                # component-based interactions" (a button or select click, a modal submit).
+                return self._error(400, 40043, "Interaction callback type is not valid here")
             interaction.responded_at = now
             interaction.response = body
-            data = (body or {}).get("data") or {}
             resource: dict[str, Any] = {"type": body["type"]}
+            if body["type"] == 7:  # the component's message is edited now
+                problem = self._check_content(data, files, editing=True)
+                if problem is not None:
+                    interaction.responded_at = None
+                    return problem
+                self._edit_component_message(interaction, data)
             choices = data.get("choices") or []
             if body["type"] == 8 and (
                 len(choices) > 25 or any(not 1 <= len(str(c.get("name"))) <= 100 for c in choices)
@@ -1386,9 +1397,25 @@ class FakeDiscord:
             problem = self._check_content(body or {}, files, editing=True)
             if problem is not None:
                 return problem
+            if (interaction.response or {}).get("type") in (6, 7):
+                # After an update (or its deferral), the original response of a component
+                # interaction is the message the component is on: that message is edited.
+                return _json(self._edit_component_message(interaction, body or {}))
             interaction.original = {**(interaction.original or {}), **(body or {})}
             return _json(self._message_like(interaction, interaction.original))
         return self._error(404, 0, f"404: Not Found ({method} {rest})")
+
+    def _edit_component_message(
+        self, interaction: Interaction, data: dict[str, Any]
+    ) -> dict[str, Any]:
+        message = self.messages[str(interaction.payload["message"]["id"])]
+        if "content" in data:
+            message["content"] = data["content"]
+        if "components" in data:
+            message["components"] = list(data["components"] or [])
+        message["edited_timestamp"] = _now_iso()
+        message["edits"] = message.get("edits", 0) + 1
+        return message
 
     def _message_like(self, interaction: Interaction, data: dict[str, Any]) -> dict[str, Any]:
         return {
