@@ -94,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
         plat = sub.add_parser(
             platform.name, help=HELP[platform.name], description=HELP[platform.name]
         )
-        if platform.name == "slack":  # the one platform whose start-up can supervise workers
+        if platform.runs_workers:
             plat.add_argument(
                 "--workers",
                 type=_workers_arg,

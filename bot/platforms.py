@@ -48,6 +48,7 @@ class PlatformTraits:
     # The `bot <name>` command: its help line and the module whose `main(settings)` runs it.
     cli_help: str = ""
     main_module: str = ""
+    runs_workers: bool = False  # `bot <name> --workers N`: its start-up can supervise workers
     person_example: str = ""  # a person key as `bot memory audit --user` takes it
     # Whether it is configured, and whether several teams' admins can install tool packs
     # (their admins are not the operator, so pack URLs reach public addresses only).

@@ -43,6 +43,7 @@ SLACK = PlatformTraits(
     library_loggers=("slack_bolt", "slack_sdk"),
     cli_help="run the Slack app (Socket Mode if SLACK_APP_TOKEN is set, else HTTP)",
     main_module="adapters.slack.main",
+    runs_workers=True,
     person_example="slack:T123:U456",
     configured=_configured,
     multi_tenant=_multi_tenant,

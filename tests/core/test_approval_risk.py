@@ -29,7 +29,7 @@ def mcp_tools(annotations: dict[str, types.ToolAnnotations | None]) -> dict[str,
         )
         for name, ann in annotations.items()
     ]
-    conn = SimpleNamespace(call_timeout=5.0)  # only read for the timeout: nothing is called
+    conn = SimpleNamespace(call_timeout=5.0, call_cap=120.0)  # read for timeouts: nothing is called
     return {t.name: t for t in adapt("crm", listing, conn, allow=None)}  # type: ignore[arg-type]
 
 
