@@ -25,6 +25,10 @@ async def install_tickets(cluster: Cluster, bot: BotProcess, server: FakeMcp) ->
         user="UADMIN",
     )
     assert "install" in answer.lower() and PACK in answer, answer
+    # These tests are about the inbox and a write's exactly-once across kills, not approvals
+    # (tests/approvals, tests/slack/test_approvals_*): the team's writes run without waiting.
+    answer = await cluster.command(bot, "/config", "set team approve=none", user="UADMIN")
+    assert answer.startswith("Set `approve`"), answer
 
 
 def created_for(server: FakeMcp, marker: str) -> int:
