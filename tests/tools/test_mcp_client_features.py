@@ -112,7 +112,8 @@ async def test_list_changed_relists_once_per_burst_and_the_ttl_hint_is_honoured(
     """The connection against the real server: a burst of change notices costs one listing
     (debounced, bounded), a turn that comes while it is due waits for it, and the server's
     `ttlMs` freshness hint replaces the bot's own TTL (0, the SDK's default: re-listed each
-    time, at most once per MIN_LIST_TTL)."""
+    time, at most once per MIN_LIST_TTL), the re-listing after a TTL running behind the turn
+    that found it stale, which gets the list it has at once."""
     now = [1000.0]
     async with FeatureMcp(cache_ttl_ms=60_000) as srv:
         conn = McpConnection("T1:wx", srv.url, None, ttl=300.0, clock=lambda: now[0])
@@ -124,7 +125,9 @@ async def test_list_changed_relists_once_per_burst_and_the_ttl_hint_is_honoured(
             await conn.tools()
             assert srv.listings == 1  # still fresh by the server's 60 s
             now[0] += 2.0
-            await conn.tools()
+            await conn.tools()  # the list it has, at once: the re-listing runs behind the turn
+            assert srv.listings == 1
+            await conn.relisted()
             assert srv.listings == 2  # stale by the server's 60 s, long before the bot's 300 s
             await conn.call("grow", {})
             for _ in range(20):  # a burst of notices (the server sent one as well)
@@ -141,6 +144,7 @@ async def test_list_changed_relists_once_per_burst_and_the_ttl_hint_is_honoured(
             await conn.tools()
             now[0] += 301.0
             await conn.tools()
+            await conn.relisted()
             assert srv.listings == 2
         finally:
             await conn.close()
@@ -152,6 +156,7 @@ async def test_list_changed_relists_once_per_burst_and_the_ttl_hint_is_honoured(
             assert srv.listings == 1  # within MIN_LIST_TTL: shared
             now[0] += MIN_LIST_TTL
             await conn.tools()
+            await conn.relisted()
             assert srv.listings == 2
         finally:
             await conn.close()

@@ -351,6 +351,9 @@ async def test_listing_that_hangs_marks_the_server_down(fresh: Hostile) -> None:
         assert {t.name for t in await conn.tools()} >= {"parts", "echo"}
         fresh.set(hang=True)
         tried = fresh.counts()["hung"]
+        # A TTL alone runs out: the turn gets the list it has, the listing runs behind it.
+        assert {t.name for t in await conn.tools()} >= {"parts", "echo"}
+        conn.mark_stale()  # a listing the turn waits for (a change notice, a token to refresh)
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(1.0):  # the toolbox's deadline, before the list timeout
                 await conn.tools()

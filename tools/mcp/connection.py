@@ -149,6 +149,7 @@ class McpConnection:
         self._stale = False
         self._listing = asyncio.Lock()
         self._relist: asyncio.Task[None] | None = None
+        self._behind: asyncio.Task[None] | None = None  # a re-listing after the TTL ran out
         self.relists = 0  # listings caused by change notices (bounded by RELIST_MIN_INTERVAL)
         self._client: Client | None = None
         self._task: asyncio.Task[None] | None = None
@@ -330,9 +331,10 @@ class McpConnection:
                 await task
 
     async def close(self) -> None:
-        relist, self._relist = self._relist, None
-        if relist is not None and relist is not asyncio.current_task():
-            relist.cancel()  # a closed connection does not reconnect to re-list
+        for task in (self._relist, self._behind):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()  # a closed connection does not reconnect to re-list
+        self._relist = self._behind = None
         async with self._lock:
             await self._shutdown()
 
@@ -343,8 +345,17 @@ class McpConnection:
         return self._tools is not None and fresh and not self._stale and self.health != "down"
 
     async def tools(self) -> list[types.Tool]:
-        """The server's tools: cached; refreshed after the TTL, or when it said they changed."""
+        """The server's tools: cached; refreshed after the TTL, or when it said they changed.
+
+        When only the TTL ran out (no change notice, the server up), the turn gets the list it
+        has and the re-listing runs behind it (stale-while-revalidate): a server that keeps the
+        SDK's default `ttlMs: 0` would otherwise cost every turn a listing round trip. After a
+        change notice, or with no list at all, the turn waits for the listing."""
         if self._fresh() and self._tools is not None:
+            return self._tools
+        if self._tools is not None and not self._stale and self.health != "down":
+            if self._behind is None or self._behind.done():
+                self._behind = asyncio.get_running_loop().create_task(self._relist_behind())
             return self._tools
         relist = self._relist
         due = relist is not None and not relist.done() and relist is not asyncio.current_task()
@@ -358,6 +369,20 @@ class McpConnection:
             if self._fresh() and self._tools is not None:
                 return self._tools
             return await self._list_now()
+
+    async def _relist_behind(self) -> None:
+        async with self._listing:
+            if self._fresh():
+                return
+            with contextlib.suppress(Exception):  # a failed listing marks the server down
+                await self._list_now()
+
+    async def relisted(self) -> None:
+        """Until a re-listing running behind the turns is done (tests, shutdown)."""
+        behind = self._behind
+        if behind is not None and behind is not asyncio.current_task():
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.shield(behind)
 
     async def _list_now(self) -> list[types.Tool]:
         client = await self.client()
