@@ -163,7 +163,9 @@ class SlackRuntime:
             core, config, self.tasks, self.installation_store, client_for=self.client_for
         )
         self.handlers.register(self.app)
-        self.sweep = ApprovalSweep(core, config, self.client_for, self.handlers.resumed_sink)
+        self.sweep = ApprovalSweep(
+            core, config, self.client_for, self.handlers.resumed_sink, self.handlers.turn_slot
+        )
         self._session: aiohttp.ClientSession | None = None
 
     async def client_for(self, team: str, enterprise: str | None) -> AsyncWebClient | None:

@@ -24,9 +24,11 @@ turns whose process died before resuming are picked up.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +68,16 @@ EXPIRED = "That request expired"
 Ack = Callable[..., Awaitable[Any]]
 Respond = Callable[..., Awaitable[Any]]
 SinkFor = Callable[[AsyncWebClient, Resume], ReplySink]  # where a resumed turn answers
+# A turn slot of the adapter (its load guard and turn-concurrency limit): a resumed turn is a
+# turn like any other, so it waits for one as a new message's turn does.
+Slot = Callable[[], AbstractAsyncContextManager[None]]
+
+
+@contextlib.asynccontextmanager
+async def _no_slot() -> AsyncIterator[None]:
+    yield
+
+
 ClientFor = Callable[[str, str | None], Awaitable[AsyncWebClient | None]]
 
 
@@ -162,10 +174,13 @@ def click_of(body: dict[str, Any], team: str | None) -> Click | None:
 class SlackApprovals:
     """The `block_actions` listener of the approval buttons."""
 
-    def __init__(self, core: BotCore, tasks: TaskTracker, sink_for: SinkFor) -> None:
+    def __init__(
+        self, core: BotCore, tasks: TaskTracker, sink_for: SinkFor, slot: Slot = _no_slot
+    ) -> None:
         self.core = core
         self.tasks = tasks
         self.sink_for = sink_for
+        self.slot = slot
 
     async def on_click(
         self,
@@ -201,7 +216,8 @@ class SlackApprovals:
             # The decision replaces the buttons; a refusal is a line of its own to the clicker.
             await self._respond(respond, answer.text, replace=replace)
         if answer.resume is not None:
-            await core.resume_turn(answer.resume, self.sink_for(client, answer.resume))
+            async with self.slot():
+                await core.resume_turn(answer.resume, self.sink_for(client, answer.resume))
         # The click's one line, once everything it led to is done (the resumed turn too).
         emit(
             _LOG,
@@ -227,12 +243,18 @@ class ApprovalSweep:
     thread (the model says it was not done); decided turns left by a dead process too."""
 
     def __init__(
-        self, core: BotCore, config: SlackConfig, client_for: ClientFor, sink_for: SinkFor
+        self,
+        core: BotCore,
+        config: SlackConfig,
+        client_for: ClientFor,
+        sink_for: SinkFor,
+        slot: Slot = _no_slot,
     ) -> None:
         self.core = core
         self.every = config.approval_sweep_seconds
         self.client_for = client_for
         self.sink_for = sink_for
+        self.slot = slot
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -263,7 +285,8 @@ class ApprovalSweep:
             if client is None:  # the workspace is gone: nowhere to answer
                 emit(_LOG, "slack_approval_sweep_skipped", reason="no_installation")
                 continue
-            await core.resume_turn(resume, self.sink_for(client, resume))
+            async with self.slot():
+                await core.resume_turn(resume, self.sink_for(client, resume))
             resumed += 1
         if resumed:
             emit(_LOG, "slack_approval_swept", turns=resumed)

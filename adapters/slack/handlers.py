@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -132,7 +132,7 @@ class SlackHandlers:
             core.set_admin_notice(SlackAdminNotice(self.client_for))
         self.home = AppHome(core, self.users)
         self.feedback = SlackFeedback(core, tasks)
-        self.approvals = SlackApprovals(core, tasks, self.resumed_sink)
+        self.approvals = SlackApprovals(core, tasks, self.resumed_sink, self.turn_slot)
         # Messages deleted in Slack, seen here: a turn still waiting for one is not run (the
         # deletion, queued after it in the same conversation, erases what it stored anyway).
         self.deleted: TTLCache[tuple[str, str, str], bool] = TTLCache(20_000, 3600.0)
@@ -555,6 +555,13 @@ class SlackHandlers:
             mention=route.via_mention,
             queued_ms=round(max(0.0, time.time() - received) * 1000, 1),
         )
+        async with self.turn_slot():
+            return await self._run_turn(message, sink, durable=delivery.durable)
+
+    @contextlib.asynccontextmanager
+    async def turn_slot(self) -> AsyncIterator[None]:
+        """A turn's place: admitted by the loop's load guard, within the turn-concurrency
+        limit. New messages' turns and turns resumed after their approvals both take one."""
         waiting = metrics.TURNS_WAITING.labels(PLATFORM)
         waiting.inc()
         try:
@@ -563,7 +570,7 @@ class SlackHandlers:
         finally:
             waiting.dec()
         try:
-            return await self._run_turn(message, sink, durable=delivery.durable)
+            yield
         finally:
             self._turns.release()
 

@@ -331,3 +331,47 @@ async def wait_clicks(count: int, timeout: float = 20.0) -> list[str]:
         assert asyncio.get_running_loop().time() < deadline, HANDLED.approvals
         await asyncio.sleep(0.02)
     return list(HANDLED.approvals)
+
+
+async def test_a_resumed_turn_waits_for_a_turn_slot_like_any_turn(
+    start_harness: Any, make_app: Any, fake_openai: FakeOpenAI, mcp: FakeMcp
+) -> None:
+    """With one turn at a time (`max_concurrent_turns=1`), the turn an Approve resumes waits for
+    the slot a running turn holds: it is a turn like any other, not a way around the adapter's
+    turn-concurrency limit and load guard."""
+    slack = await start_harness(
+        await make_app(), approval_sweep_seconds=0.2, max_concurrent_turns=1
+    )
+    await install(slack, mcp)
+    fake_openai.push(tool_calls([CREATE]))
+    _, request = await asked(slack, "open a ticket: printer on fire")
+
+    order: list[str] = []
+    release = asyncio.Event()
+    resumed = asyncio.Event()
+
+    async def brain(body: dict[str, Any]) -> Any:
+        said = " ".join(str(m.get("content")) for m in body["messages"] if m["role"] == "user")
+        if "slow question" in said:
+            order.append("slow asked")
+            await release.wait()
+            order.append("slow answered")
+            return text("Slow answer.")
+        order.append("resumed")
+        resumed.set()
+        return text("Ticket T-101 is open.")
+
+    fake_openai.brain = brain
+    slow = await slack.mention("slow question", channel="C2")
+    await slack.fake.wait_for(lambda: order == ["slow asked"], 10)  # it holds the only slot
+    await click(slack, slack.fake.button_click(request, APPROVE))
+    # The decision is taken (the buttons replaced); its turn would be the next model request.
+    await slack.fake.wait_for(lambda: request.replaced == 1, 10)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(resumed.wait(), 1.0)  # no slot: it waits
+    assert mcp.created == []  # the approved write runs in the resumed turn, not before
+    release.set()
+    assert await slack.wait_approval_clicks(1, timeout=20) == ["decided"]
+    assert order == ["slow asked", "slow answered", "resumed"]
+    assert mcp.created == [{"title": "printer on fire", "priority": 1}]
+    assert await slack.wait_replies("C2", slow, timeout=10) == ["Slow answer."]
