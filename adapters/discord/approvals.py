@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import discord
 
@@ -65,12 +67,20 @@ class DiscordApprovals:
     """The clicks on approval buttons, the resumed turns and the sweep, for one client."""
 
     def __init__(
-        self, core: BotCore, config: DiscordConfig, client: discord.Client, tasks: TaskTracker
+        self,
+        core: BotCore,
+        config: DiscordConfig,
+        client: discord.Client,
+        tasks: TaskTracker,
+        slot: Callable[[], AbstractAsyncContextManager[None]],
     ) -> None:
         self.core = core
         self.config = config
         self.client = client
         self.tasks = tasks
+        # The adapter's turn slot (load guard, turn-concurrency limit): a resumed turn is a turn
+        # like any other, so it waits for one as a new message's turn does.
+        self.slot = slot
         self._sweeper: asyncio.Task[None] | None = None
 
     # clicks ------------------------------------------------------------------------------------
@@ -143,7 +153,8 @@ class DiscordApprovals:
             allowed_mentions=discord.AllowedMentions.none(),
             nonce_seed=f"{resume.turn_id}:resumed:{resume.decided[0].id if resume.decided else ''}",
         )
-        await self.core.resume_turn(resume, sink)
+        async with self.slot():
+            await self.core.resume_turn(resume, sink)
 
     # the sweep ----------------------------------------------------------------------------------
 

@@ -25,8 +25,9 @@ with a warning.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -576,9 +577,16 @@ class DiscordHandlers:
                 self.quiet_threads[int(route.thread or 0)] = True
                 return
             self.threads[int(route.thread or 0)] = True
+        async with self.turn_slot():
+            await self._run_turn(message, route, me, delivery)
+
+    @contextlib.asynccontextmanager
+    async def turn_slot(self) -> AsyncIterator[None]:
+        """A turn's place: admitted by the loop's load guard, within the turn-concurrency
+        limit. New messages' turns and turns resumed after their approvals both take one."""
         await self.guard.admit()
         async with self._turns:
-            await self._run_turn(message, route, me, delivery)
+            yield
 
     async def _run_turn(
         self,

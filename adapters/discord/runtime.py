@@ -103,7 +103,9 @@ class DiscordRuntime:
         self.client.event(self.on_raw_message_edit)
         self.client.event(self.on_ready)
         self.feedback = DiscordFeedback(core)
-        self.approvals = DiscordApprovals(core, config, self.client, self.tasks)
+        self.approvals = DiscordApprovals(
+            core, config, self.client, self.tasks, self.handlers.turn_slot
+        )
         self.client.event(self.on_interaction)
         self.client.event(self.on_resumed)
         self.client.on_error = log_event_error  # type: ignore[method-assign]

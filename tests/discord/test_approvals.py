@@ -389,3 +389,53 @@ async def test_two_writes_in_one_response_wait_for_both_decisions(
         assert mcp.created == [{"title": "printer on fire", "priority": 1}]
         outcomes = [r.get("ok", False) for r in results(fake_openai)]
         assert outcomes == [True, False]
+
+
+async def test_a_resumed_turn_waits_for_a_turn_slot_like_any_turn(
+    fake_discord: FakeDiscord, start_discord: StartDiscord, make_app: Any, fake_openai: FakeOpenAI
+) -> None:
+    """With one turn at a time (`max_concurrent_turns=1`), the turn an Approve resumes waits for
+    the slot a running turn holds: not a way around the adapter's turn limit and load guard."""
+    async with FakeMcp() as mcp:
+        place = Place(fake_discord)
+        app: BotApp = await make_app()
+        assert "tix" in await place.admin(app, "tools", f"install mcp name=tix url={mcp.url}")
+        h = await start_discord(app, max_concurrent_turns=1)
+        fake_openai.push(tool_calls([CREATE]))
+        await place.say(h, "open a ticket: printer on fire", ASKED)
+        (request,) = place.requests()
+
+        order: list[str] = []
+        release, resumed = asyncio.Event(), asyncio.Event()
+
+        async def brain(body: dict[str, Any]) -> Any:
+            said = " ".join(str(m.get("content")) for m in body["messages"] if m["role"] == "user")
+            if "slow question" in said:
+                order.append("slow asked")
+                await release.wait()
+                order.append("slow answered")
+                return text("Slow answer.")
+            order.append("resumed")
+            resumed.set()
+            return text("Ticket T-101 is open.")
+
+        fake_openai.brain = brain
+        other = fake_discord.add_channel(place.guild, "other")  # another conversation
+        await fake_discord.user_says(
+            other, place.bob, f"{h.mention()} slow question", mentions=[h.bot_id]
+        )
+        await fake_discord.wait_for(lambda: order == ["slow asked"], timeout=10)  # holds the slot
+        ids = buttons(request)
+        clicked = await fake_discord.user_clicks(request["id"], place.ada, custom_id=ids["Approve"])
+        assert (await acknowledged(fake_discord, clicked))["type"] == 6
+        # The decision is shown (the buttons gone); its turn would be the next model request.
+        await fake_discord.wait_for(
+            lambda: fake_discord.messages[request["id"]]["components"] == [], timeout=10
+        )
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(resumed.wait(), 1.0)  # no slot: it waits
+        assert mcp.created == []
+        release.set()
+        await place.wait_text(h, "Ticket T-101 is open.")
+        assert order == ["slow asked", "slow answered", "resumed"]
+        assert mcp.created == [{"title": "printer on fire", "priority": 1}]
