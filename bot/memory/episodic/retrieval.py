@@ -133,7 +133,12 @@ class Retriever:
             added = corpus.bm25(seeds)
             scores = lexical.scores + added.scores if len(added.scores) else lexical.scores
             rows = np.union1d(lexical.matched, added.matched)
-            by_hop = _best(rows, scores, matching | (scores > 0), kept, tuning.candidates)
+            # Only entries the question itself matches (the floors above): one reached through
+            # a seed's words alone shares nothing with the question, and a seed names the hit's
+            # speaker as readily as its subject (issue 25 follow-up: "what is the vault code
+            # again" recalled "Bob likes tomato soup" through Bob's hit).
+            reach = matching | (scores > 0) if tuning.hop_outside else matching
+            by_hop = _best(rows, scores, reach, kept, tuning.candidates)
             for rank, at in enumerate(by_hop, start=1):
                 fused[at] = fused.get(at, 0.0) + tuning.hop_weight / (tuning.rrf_k + rank)
             best = sorted(fused, key=lambda a: (-fused[a], a))[:limit]
