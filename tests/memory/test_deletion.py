@@ -92,6 +92,9 @@ async def test_a_delete_erases_the_message_its_turn_and_what_was_drawn_from_it(
     carol = SessionKey("slack", "T1", "C1", "200.1")
     (asked,) = [m for m in await stored(app, carol) if m.role == "user"]
     assert "zebra-4411" in str(asked.meta.get(RECALLED))  # recalled: there is a copy to cut
+    # Bob's soup shares nothing with her question: the second hop (seeded by Bob's excerpt,
+    # whose context quotes the code) does not bring it in (tests/memory/test_hop_noise.py).
+    assert "tomato" not in str(asked.meta.get(RECALLED))
     recalled_before = list(asked.meta.get(RECALLED_IDS) or [])
 
     before = await stored(app, THREAD)
