@@ -16,15 +16,15 @@ streamable HTTP on loopback (uvicorn), with tools that exercise what a modern cl
 from __future__ import annotations
 
 import asyncio
-import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel
+
+from testkit.fakes.asgi_server import LoopbackAsgi
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 
@@ -67,8 +67,7 @@ class FeatureMcp:
     job_started: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
-        self._server: uvicorn.Server | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._serving = LoopbackAsgi()
 
     @property
     def url(self) -> str:
@@ -176,27 +175,12 @@ class FeatureMcp:
         return counting
 
     async def start(self) -> FeatureMcp:
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", self.port))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self._asgi(self.build()), log_level="critical", lifespan="on", access_log=False
-        )
-        self._server = uvicorn.Server(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()
-            await asyncio.sleep(0.01)
+        self.port = self._serving.bind(self.port)
+        await self._serving.serve(self._asgi(self.build()))
         return self
 
     async def stop(self) -> None:
-        if self._server is not None and self._task is not None:
-            self._server.should_exit = True
-            self._server.force_exit = True
-            await self._task
-        self._server = self._task = None
+        await self._serving.stop()
 
     async def __aenter__(self) -> FeatureMcp:
         return await self.start()

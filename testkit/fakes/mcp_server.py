@@ -18,15 +18,15 @@ sent nowhere else).
 from __future__ import annotations
 
 import asyncio
-import socket
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ImageContent, ResourceLink, TextContent, ToolAnnotations
 from pydantic import Field
+
+from testkit.fakes.asgi_server import LoopbackAsgi
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 
@@ -44,8 +44,7 @@ class FakeMcp:
     started: list[dict[str, Any]] = field(default_factory=list)  # create_ticket calls begun
 
     def __post_init__(self) -> None:
-        self._server: uvicorn.Server | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._serving = LoopbackAsgi()
 
     @property
     def url(self) -> str:
@@ -141,27 +140,12 @@ class FakeMcp:
         return guarded
 
     async def start(self) -> FakeMcp:
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", self.port))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self._asgi(self.build()), log_level="critical", lifespan="on", access_log=False
-        )
-        self._server = uvicorn.Server(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()
-            await asyncio.sleep(0.01)
+        self.port = self._serving.bind(self.port)
+        await self._serving.serve(self._asgi(self.build()))
         return self
 
     async def stop(self) -> None:
-        if self._server is not None and self._task is not None:
-            self._server.should_exit = True
-            self._server.force_exit = True
-            await self._task
-        self._server = self._task = None
+        await self._serving.stop()
 
     async def __aenter__(self) -> FakeMcp:
         return await self.start()

@@ -17,15 +17,12 @@ every grant the token endpoint saw.
 
 from __future__ import annotations
 
-import asyncio
 import secrets
-import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
-import uvicorn
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import (
     AccessToken,
@@ -40,6 +37,8 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp_types import ToolAnnotations
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
+
+from testkit.fakes.asgi_server import LoopbackAsgi
 
 SCOPE = "tickets"
 
@@ -202,8 +201,7 @@ class FakeOAuthMcp:
     calls: list[tuple[str | None, str]] = field(default_factory=list)  # (subject, tool)
 
     def __post_init__(self) -> None:
-        self._server: uvicorn.Server | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._serving = LoopbackAsgi()
         self.auth: FakeAuthServer | None = None
 
     @property
@@ -262,27 +260,12 @@ class FakeOAuthMcp:
         return _check_token_resource(mcp.streamable_http_app(), auth)
 
     async def start(self) -> FakeOAuthMcp:
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", self.port))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self._build(), log_level="critical", lifespan="on", access_log=False
-        )
-        self._server = uvicorn.Server(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()
-            await asyncio.sleep(0.01)
+        self.port = self._serving.bind(self.port)
+        await self._serving.serve(self._build())
         return self
 
     async def stop(self) -> None:
-        if self._server is not None and self._task is not None:
-            self._server.should_exit = True
-            self._server.force_exit = True
-            await self._task
-        self._server = self._task = None
+        await self._serving.stop()
 
     async def __aenter__(self) -> FakeOAuthMcp:
         return await self.start()
